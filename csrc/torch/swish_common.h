@@ -1,0 +1,75 @@
+// Input validation and bias preparation shared by the CPU and CUDA impls of torchtrt_swish::swish.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/sum_to_size.h>
+#include <c10/util/Exception.h>
+
+#include <vector>
+
+#include "kernels/bias_layout.h"
+
+namespace torchtrt_swish {
+
+//! Inputs ready for a kernel: contiguous x, a contiguous bias the kernel can index with spec.
+struct Prepared
+{
+    at::Tensor x;
+    at::Tensor bias;
+    BiasSpec spec;
+};
+
+inline void checkDtypes(at::Tensor const& x, at::Tensor const& bias, bool allowDouble, char const* what)
+{
+    auto const dt = x.scalar_type();
+    bool const ok = dt == at::kFloat || dt == at::kHalf || dt == at::kBFloat16 || (allowDouble && dt == at::kDouble);
+    TORCH_CHECK(ok, what, ": expected x of dtype float32, float16 or bfloat16", allowDouble ? " (or float64 on CPU)" : "",
+        ", got ", dt, x.is_cuda() && dt == at::kDouble ? " (float64 is supported on CPU only)" : "");
+    TORCH_CHECK(bias.scalar_type() == dt, what, ": expected bias of the same dtype as x (", dt, "), got ",
+        bias.scalar_type());
+    TORCH_CHECK(bias.device() == x.device(), what, ": expected bias on the same device as x (", x.device(), "), got ",
+        bias.device());
+}
+
+//! Validate (x, bias) and return contiguous tensors plus the bias spec; materializes non-periodic bias shapes.
+inline Prepared prepare(at::Tensor const& x, at::Tensor const& bias, bool allowDouble)
+{
+    checkDtypes(x, bias, allowDouble, "swish");
+    auto const xs = x.sizes();
+    auto const bs = bias.sizes();
+    BiasClass const cls = classifyBias(xs.data(), static_cast<int32_t>(xs.size()), bs.data(),
+        static_cast<int32_t>(bs.size()));
+    TORCH_CHECK(cls.broadcastable, "swish: expected bias broadcastable to x without changing x's shape, got bias ",
+        bs, " for x ", xs, ": ", cls.why);
+    Prepared p;
+    p.x = x.contiguous();
+    if (cls.periodic)
+    {
+        p.bias = bias.contiguous();
+        p.spec = cls.spec;
+    }
+    else
+    {
+        // Broadcastable but not one block: rare, so pay one materialization rather than a strided kernel.
+        p.bias = bias.expand(xs).contiguous();
+        p.spec = BiasSpec{std::max<int64_t>(x.numel(), 1), 1};
+    }
+    return p;
+}
+
+//! dbias = g summed to bias's shape (PyTorch's own reduction: accumulates in fp32 for half types).
+inline at::Tensor biasGrad(at::Tensor const& grad, at::Tensor const& bias)
+{
+    return grad.sum_to_size(bias.sizes()).contiguous();
+}
+
+inline void checkBackward(at::Tensor const& grad, at::Tensor const& x, at::Tensor const& bias, bool allowDouble)
+{
+    checkDtypes(x, bias, allowDouble, "swish_backward");
+    TORCH_CHECK(grad.scalar_type() == x.scalar_type(), "swish_backward: expected grad of dtype ", x.scalar_type(),
+        ", got ", grad.scalar_type());
+    TORCH_CHECK(grad.device() == x.device(), "swish_backward: expected grad on ", x.device(), ", got ", grad.device());
+    TORCH_CHECK(grad.sizes() == x.sizes(), "swish_backward: expected grad of shape ", x.sizes(), ", got ", grad.sizes());
+}
+
+} // namespace torchtrt_swish

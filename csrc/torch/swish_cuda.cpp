@@ -1,0 +1,64 @@
+// CUDA implementation of torchtrt_swish::swish: validation here, math in csrc/kernels (no schema here).
+//
+// A .cpp, not a .cu: only the kernel object goes through nvcc, so torch headers never slow the CUDA build.
+#include <c10/cuda/CUDAStream.h>
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include "kernels/swish_kernel.h"
+#include "swish_common.h"
+
+namespace torchtrt_swish {
+namespace {
+
+DType toDType(at::ScalarType t)
+{
+    switch (t)
+    {
+    case at::kFloat: return DType::kFLOAT32;
+    case at::kHalf: return DType::kFLOAT16;
+    case at::kBFloat16: return DType::kBFLOAT16;
+    default: TORCH_CHECK(false, "swish: unsupported CUDA dtype ", t);
+    }
+}
+
+void checkLaunch(cudaError_t err, char const* what)
+{
+    TORCH_CHECK(err == cudaSuccess, what, ": CUDA launch failed: ", cudaGetErrorString(err));
+}
+
+at::Tensor swishCuda(at::Tensor const& x, at::Tensor const& bias)
+{
+    Prepared const p = prepare(x, bias, /*allowDouble=*/false);
+    c10::cuda::CUDAGuard const guard(p.x.device());
+    at::Tensor y = at::empty(p.x.sizes(), p.x.options());
+    checkLaunch(launchSwishForward(toDType(p.x.scalar_type()), p.x.const_data_ptr(), p.bias.const_data_ptr(),
+                    y.mutable_data_ptr(), p.x.numel(), p.spec, c10::cuda::getCurrentCUDAStream()),
+        "swish");
+    return y;
+}
+
+std::tuple<at::Tensor, at::Tensor> swishBackwardCuda(at::Tensor const& grad, at::Tensor const& x,
+    at::Tensor const& bias)
+{
+    checkBackward(grad, x, bias, /*allowDouble=*/false);
+    c10::cuda::CUDAGuard const guard(x.device());
+    at::Tensor const g = grad.contiguous();
+    at::Tensor const xc = x.contiguous();
+    at::Tensor dx = at::empty(xc.sizes(), xc.options());
+    checkLaunch(launchSwishBackward(toDType(xc.scalar_type()), g.const_data_ptr(), xc.const_data_ptr(),
+                    dx.mutable_data_ptr(), xc.numel(), c10::cuda::getCurrentCUDAStream()),
+        "swish_backward");
+    return {dx, biasGrad(g, bias)};
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(torchtrt_swish, CUDA, m)
+{
+    m.impl("swish", &swishCuda);
+    m.impl("swish_backward", &swishBackwardCuda);
+}
+
+} // namespace torchtrt_swish

@@ -1,0 +1,278 @@
+"""Native build steps that torch's BuildExtension does not cover, driven through one generated ninja file.
+
+Targets (each only when its toolchain and inputs exist):
+  * the shared CUDA kernel object (nvcc, no torch headers) that the torch extension and the plugin both link;
+  * ``libtorchtrt_swish_plugin.so``, the TensorRT plugin (TensorRT headers only; cudart linked statically);
+  * ``_trt_harness`` (pybind11), the TensorRT-free conformance harness that dlopens the plugin.
+
+Usable on its own: ``python tools/native_build.py`` builds everything into ``build/native`` and copies the
+libraries into the package folders.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build" / "native"
+THIRD_PARTY = ROOT / "third_party"
+
+# TensorRT 10.14.1's public headers, as shipped inside this MIT-licensed wheel (NVIDIA's wheels carry none).
+KERNEL_LENS_WHEEL = "kernel_lens-2.0.1-py3-none-any.whl"
+KERNEL_LENS_REQ = "kernel-lens==2.0.1"
+KERNEL_LENS_SHA256 = "07cc714e8b5e7f34b672f7c7fad93febe7c747be5837ba276b1527370134ffe0"
+KERNEL_LENS_PREFIX = "kernel_lens/include/tensorrt/"
+
+DEFAULT_ARCH_LIST = "8.0;8.6;8.9;9.0;12.0+PTX"
+
+
+def log(msg: str) -> None:
+    """Print a build message that stands out in pip's output."""
+    print(f"[torchtrt_swish build] {msg}", flush=True)
+
+
+# ----------------------------------------------------------------------------- toolchain discovery
+
+
+def cuda_home() -> Path | None:
+    """The CUDA toolkit root, or None when no nvcc can be found."""
+    for cand in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if cand and (Path(cand) / "bin" / "nvcc").exists():
+            return Path(cand)
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        return Path(nvcc).resolve().parent.parent
+    return None
+
+
+def arch_list() -> str:
+    """TORCH_CUDA_ARCH_LIST if set, else the visible GPU's arch, else a portable default list."""
+    env = os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip()
+    if env:
+        return env
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            caps = sorted({torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())})
+            return ";".join(f"{a}.{b}" for a, b in caps)
+    except Exception:  # noqa: BLE001 - no usable torch/GPU means the portable default
+        pass
+    return DEFAULT_ARCH_LIST
+
+
+def gencode_flags(archs: str) -> list[str]:
+    """nvcc -gencode flags for an arch list like '8.0;9.0+PTX' (separators ';' or ' ')."""
+    flags: list[str] = []
+    for item in archs.replace(" ", ";").split(";"):
+        item = item.strip()
+        if not item:
+            continue
+        ptx = item.endswith("+PTX")
+        num = item.removesuffix("+PTX").replace(".", "")
+        if not num.isdigit():
+            raise ValueError(f"TORCH_CUDA_ARCH_LIST entry {item!r} is not of the form 'X.Y' or 'X.Y+PTX'")
+        flags += ["-gencode", f"arch=compute_{num},code=sm_{num}"]
+        if ptx:
+            flags += ["-gencode", f"arch=compute_{num},code=compute_{num}"]
+    return flags
+
+
+def _has_nvinfer(d: Path) -> bool:
+    return (d / "NvInfer.h").exists() and (d / "NvInferPluginBase.h").exists()
+
+
+def _fetch_kernel_lens_headers(dest: Path) -> Path | None:
+    """Download the pinned wheel with pip, check its sha256 and extract only the TensorRT headers."""
+    dl = BUILD / "download"
+    dl.mkdir(parents=True, exist_ok=True)
+    wheel = dl / KERNEL_LENS_WHEEL
+    if not wheel.exists():
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(dl),
+               KERNEL_LENS_REQ]
+        log("fetching TensorRT headers: " + " ".join(cmd))
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0 or not wheel.exists():
+            log("could not download the header wheel: " + (proc.stderr.strip().splitlines() or ["?"])[-1])
+            return None
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    if digest != KERNEL_LENS_SHA256:
+        log(f"refusing {wheel.name}: sha256 {digest} != pinned {KERNEL_LENS_SHA256}")
+        wheel.unlink()
+        return None
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    with zipfile.ZipFile(wheel) as zf:
+        for name in zf.namelist():
+            if name.startswith(KERNEL_LENS_PREFIX) and not name.endswith("/"):
+                target = tmp / name[len(KERNEL_LENS_PREFIX):]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(zf.read(name))
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+    return dest if _has_nvinfer(dest) else None
+
+
+def tensorrt_include_dir(fetch: bool = True) -> tuple[Path | None, str]:
+    """Find TensorRT's headers: TENSORRT_ROOT / TensorRT_INCLUDE_DIR, system paths, then the pinned wheel."""
+    candidates: list[tuple[Path, str]] = []
+    if os.environ.get("TensorRT_INCLUDE_DIR"):
+        candidates.append((Path(os.environ["TensorRT_INCLUDE_DIR"]), "TensorRT_INCLUDE_DIR"))
+    if os.environ.get("TENSORRT_ROOT"):
+        candidates.append((Path(os.environ["TENSORRT_ROOT"]) / "include", "TENSORRT_ROOT"))
+    for sysdir in ("/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu", "/usr/include",
+                   "/usr/local/TensorRT/include", "/usr/local/tensorrt/include", "/opt/tensorrt/include"):
+        candidates.append((Path(sysdir), "system"))
+    vendored = THIRD_PARTY / "tensorrt" / "include"
+    candidates.append((vendored, f"{KERNEL_LENS_REQ} (cached)"))
+    for path, origin in candidates:
+        if _has_nvinfer(path):
+            return path, origin
+    if fetch and os.environ.get("TORCHTRT_SWISH_NO_FETCH") != "1":
+        got = _fetch_kernel_lens_headers(vendored)
+        if got:
+            return got, f"{KERNEL_LENS_REQ} (sha256-pinned download)"
+    return None, "no TensorRT headers found (set TENSORRT_ROOT or TensorRT_INCLUDE_DIR)"
+
+
+# ----------------------------------------------------------------------------- ninja generation
+
+
+@dataclass
+class NativeResult:
+    """What the native build produced (paths are absolute; None when a target was not built)."""
+
+    kernel_object: Path | None = None
+    plugin_library: Path | None = None
+    harness_module: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _q(parts) -> str:
+    return " ".join(shlex.quote(str(p)) for p in parts)
+
+
+def _esc(p: Path | str) -> str:
+    """Escape a path for a ninja build line."""
+    return str(p).replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
+
+
+def _pybind11_includes() -> list[str]:
+    try:
+        import pybind11
+
+        return [pybind11.get_include()]
+    except ImportError:
+        return []
+
+
+def build(inplace: bool = True, jobs: int | None = None) -> NativeResult:
+    """Generate build/native/build.ninja, run ninja, and copy the libraries into the package folders."""
+    res = NativeResult()
+    BUILD.mkdir(parents=True, exist_ok=True)
+    cuda = cuda_home()
+    if cuda is None:
+        res.notes.append("nvcc not found: CUDA kernels and the TensorRT plugin are not built (CPU-only op)")
+        return res
+    nvcc = cuda / "bin" / "nvcc"
+    archs = arch_list()
+    cxx = os.environ.get("CXX", "c++")
+    csrc = ROOT / "csrc"
+    cuda_inc = cuda / "include"
+    base_cflags = ["-std=c++17", "-O3", "-fPIC", "-Wall", "-Wextra", f"-I{csrc}", f"-I{cuda_inc}"]
+
+    lines = [
+        "ninja_required_version = 1.3",
+        f"nvcc = {nvcc}",
+        f"cxx = {cxx}",
+        f"nvcc_flags = {_q(['-std=c++17', '-O3', '-Xcompiler', '-fPIC', '-Xcompiler', '-Wall', f'-I{csrc}', *gencode_flags(archs)])}",
+        "rule nvcc",
+        "  command = $nvcc $nvcc_flags -MD -MF $out.d -c $in -o $out",
+        "  depfile = $out.d",
+        "  deps = gcc",
+        "  description = NVCC $out",
+        "rule cxx",
+        "  command = $cxx $cflags -MD -MF $out.d -c $in -o $out",
+        "  depfile = $out.d",
+        "  deps = gcc",
+        "  description = CXX $out",
+        "rule link_nvcc",
+        "  command = $nvcc -shared $ldflags $in -o $out $libs",
+        "  description = LINK $out",
+        "rule link_cxx",
+        "  command = $cxx -shared $in -o $out $ldflags",
+        "  description = LINK $out",
+    ]
+    kernel_obj = BUILD / "kernels" / "swish_kernel.o"
+    lines.append(f"build {_esc(kernel_obj)}: nvcc {_esc(csrc / 'kernels' / 'swish_kernel.cu')}")
+    defaults = [kernel_obj]
+    res.kernel_object = kernel_obj
+
+    trt_inc, origin = tensorrt_include_dir()
+    plugin_srcs = sorted((csrc / "trt_plugin").glob("*.cpp"))
+    plugin_lib = BUILD / "libtorchtrt_swish_plugin.so"
+    harness_srcs = sorted((csrc / "trt_harness").glob("*.cpp"))
+    if trt_inc is None:
+        res.notes.append(f"TensorRT plugin NOT built: {origin}")
+    elif not plugin_srcs:
+        res.notes.append("TensorRT plugin NOT built: no sources in csrc/trt_plugin")
+    else:
+        res.notes.append(f"TensorRT headers: {trt_inc} ({origin})")
+        trt_flags = base_cflags + [f"-I{trt_inc}", "-fvisibility=hidden", "-Wno-deprecated-declarations"]
+        objs = []
+        for src in plugin_srcs:
+            obj = BUILD / "trt_plugin" / (src.stem + ".o")
+            lines.append(f"build {_esc(obj)}: cxx {_esc(src)}")
+            lines.append(f"  cflags = {_q(trt_flags)}")
+            objs.append(obj)
+        # nvcc links cudart statically by default: the plugin needs neither libcudart.so, libnvinfer nor torch.
+        lines.append(f"build {_esc(plugin_lib)}: link_nvcc {' '.join(_esc(o) for o in objs + [kernel_obj])}")
+        lines.append(f"  ldflags = {_q(['-Xlinker', '--no-undefined', '-Xlinker', '-z,defs'])}")
+        lines.append("  libs = -ldl")
+        defaults.append(plugin_lib)
+        res.plugin_library = plugin_lib
+        pyinc = _pybind11_includes()
+        if harness_srcs and pyinc:
+            ext = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+            harness = BUILD / f"_trt_harness{ext}"
+            hflags = base_cflags + [f"-I{trt_inc}", f"-I{sysconfig.get_paths()['include']}", *(f"-I{p}" for p in pyinc),
+                                    "-fvisibility=hidden", "-Wno-deprecated-declarations"]
+            hobjs = []
+            for src in harness_srcs:
+                obj = BUILD / "trt_harness" / (src.stem + ".o")
+                lines.append(f"build {_esc(obj)}: cxx {_esc(src)}")
+                lines.append(f"  cflags = {_q(hflags)}")
+                hobjs.append(obj)
+            lines.append(f"build {_esc(harness)}: link_cxx {' '.join(_esc(o) for o in hobjs)}")
+            lines.append("  ldflags = -ldl")
+            defaults.append(harness)
+            res.harness_module = harness
+        elif harness_srcs:
+            res.notes.append("conformance harness NOT built: pybind11 is not installed")
+    lines.append("default " + " ".join(_esc(d) for d in defaults))
+    (BUILD / "build.ninja").write_text("\n".join(lines) + "\n")
+    cmd = ["ninja", "-C", str(BUILD)]
+    if jobs:
+        cmd += ["-j", str(jobs)]
+    log(f"CUDA archs: {archs}; running {' '.join(cmd)}")
+    subprocess.run(cmd, check=True)
+
+    if inplace:
+        if res.plugin_library:
+            shutil.copy2(res.plugin_library, ROOT / "torchtrt_swish" / res.plugin_library.name)
+    return res
+
+
+if __name__ == "__main__":
+    result = build()
+    for note in result.notes:
+        log(note)

@@ -1,0 +1,41 @@
+"""torchtrt_swish: Swish with a learnable bias (y = x * sigmoid(x) + b) as a custom op, carried into TensorRT."""
+from __future__ import annotations
+
+import torch  # noqa: F401  (libtorch must be loaded before our extension)
+
+try:
+    from . import _C  # noqa: F401  (registers torchtrt_swish::swish and its CPU/CUDA kernels)
+except ImportError as exc:  # pragma: no cover - exercised only on broken installs
+    raise ImportError(
+        "torchtrt_swish: the compiled extension torchtrt_swish._C could not be loaded "
+        f"({exc}). Build it with `pip install --no-build-isolation -e .` against the torch you run "
+        f"(this is torch {torch.__version__})."
+    ) from exc
+
+from . import ops  # noqa: E402  (fake kernels and autograd)
+from .modules import EfficientSwish, Net  # noqa: E402
+from .ops import swish  # noqa: E402
+from .plugin import PLUGIN_NAME, PLUGIN_NAMESPACE, PLUGIN_VERSION, plugin_library_path  # noqa: E402
+
+__all__ = [
+    "swish",
+    "EfficientSwish",
+    "Net",
+    "plugin_library_path",
+    "PLUGIN_NAME",
+    "PLUGIN_VERSION",
+    "PLUGIN_NAMESPACE",
+]
+
+
+def _register_optional_integrations() -> None:
+    """Register the Torch-TensorRT converter when Torch-TensorRT is importable; silent otherwise."""
+    try:
+        from . import converter
+
+        converter.register()
+    except Exception:  # noqa: BLE001 - optional integration must never break the base import
+        pass
+
+
+_register_optional_integrations()
