@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BUILD = ROOT / "build" / "native"
+# TORCHTRT_SWISH_BUILD_DIR lets a second build (e.g. a plugin-only iteration) run beside the main one.
+BUILD = Path(os.environ.get("TORCHTRT_SWISH_BUILD_DIR", ROOT / "build" / "native")).resolve()
 THIRD_PARTY = ROOT / "third_party"
 
 # TensorRT 10.14.1's public headers, as shipped inside this MIT-licensed wheel (NVIDIA's wheels carry none).

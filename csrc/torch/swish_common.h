@@ -60,7 +60,9 @@ inline Prepared prepare(at::Tensor const& x, at::Tensor const& bias, bool allowD
 //! dbias = g summed to bias's shape (PyTorch's own reduction: accumulates in fp32 for half types).
 inline at::Tensor biasGrad(at::Tensor const& grad, at::Tensor const& bias)
 {
-    return grad.sum_to_size(bias.sizes()).contiguous();
+    at::Tensor db = grad.sum_to_size(bias.sizes()).contiguous();
+    // A full-shape bias makes sum_to_size a no-op view: outputs must never alias inputs.
+    return db.is_alias_of(grad) ? db.clone() : db;
 }
 
 inline void checkBackward(at::Tensor const& grad, at::Tensor const& x, at::Tensor const& bias, bool allowDouble)

@@ -1,0 +1,275 @@
+"""torchtrt_swish::swish against an independent fp64 PyTorch reference, on CPU (and CUDA where present)."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import torchtrt_swish
+from samples import reference, sample_inputs, tolerance
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+def _dtypes_for(device):
+    return DTYPES + ([torch.float64] if device == "cpu" else [])
+
+
+def _cases(device):
+    return [(dt, s) for dt in _dtypes_for(device) for s in sample_inputs(device, dt)]
+
+
+def _assert_close_to_reference(y, x, bias):
+    assert y.shape == x.shape and y.dtype == x.dtype and y.device == x.device
+    err = (y.detach().to("cpu", torch.float64) - reference(x, bias)).abs()
+    tol = tolerance(x, bias, x.dtype)
+    bad = ~(err <= tol)
+    assert not bad.any(), (
+        f"{int(bad.sum())} of {err.numel()} elements off; worst err {err[bad].max().item():.3e} "
+        f"vs tol {tol[bad].min().item():.3e}"
+    )
+
+
+# ----------------------------------------------------------------------------- forward parity
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_forward_matches_fp64_reference(device):
+    for dtype, s in _cases(device):
+        y = torchtrt_swish.swish(s.x, s.bias)
+        try:
+            _assert_close_to_reference(y, s.x, s.bias)
+        except AssertionError as e:
+            raise AssertionError(f"{s.name} {dtype}: {e}") from None
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_output_is_contiguous_and_input_untouched(device):
+    for dtype, s in _cases(device):
+        x0 = s.x.clone()
+        y = torchtrt_swish.swish(s.x, s.bias)
+        assert y.is_contiguous(), s.name
+        assert torch.equal(s.x, x0), s.name
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_special_values_match_pytorch(device, dtype):
+    """±inf, NaN, ±0, huge and tiny |x| give exactly what F.silu(x) + bias gives (silu(-inf) is NaN)."""
+    fi = torch.finfo(dtype)
+    vals = [float("inf"), float("-inf"), float("nan"), 0.0, -0.0, fi.max, -fi.max, 1e4, -1e4, fi.tiny, -fi.tiny,
+            fi.smallest_normal * fi.eps, 100.0, -100.0]
+    x = torch.tensor(vals, dtype=dtype, device=device)
+    for b in (0.0, -0.0, 3.15, float("nan"), float("inf")):
+        bias = torch.tensor([b], dtype=dtype, device=device)
+        got = torchtrt_swish.swish(x, bias)
+        want = F.silu(x) + bias
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True,
+                                   msg=lambda m: f"bias={b}: {m}")
+        # Signed zeros must match too (assert_close treats -0.0 == 0.0).
+        assert torch.equal(torch.signbit(got[~got.isnan()]), torch.signbit(want[~want.isnan()])), f"bias={b}"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nan_propagates_through_gradient(device):
+    x = torch.tensor([float("nan"), 1.0], device=device, requires_grad=True)
+    b = torch.tensor([0.5], device=device, requires_grad=True)
+    torchtrt_swish.swish(x, b).sum().backward()
+    assert torch.isnan(x.grad[0]) and torch.isfinite(x.grad[1])
+    assert b.grad.item() == 2.0
+
+
+# ----------------------------------------------------------------------------- opcheck
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    for dtype, s in _cases(device):
+        grad = dtype in (torch.float32, torch.float64)
+        x = s.x.detach().clone().requires_grad_(grad)
+        b = s.bias.detach().clone().requires_grad_(grad)
+        torch.library.opcheck(torch.ops.torchtrt_swish.swish.default, (x, b))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_backward_op(device):
+    for dtype, s in _cases(device)[:40]:
+        g = torch.randn_like(s.x)
+        torch.library.opcheck(torch.ops.torchtrt_swish.swish_backward.default, (g, s.x, s.bias))
+
+
+# ----------------------------------------------------------------------------- gradients
+
+
+def _fp64_layouts():
+    return [s for s in sample_inputs("cpu", torch.float64) if s.x.numel() <= 2048]
+
+
+@pytest.mark.parametrize("sample", _fp64_layouts(), ids=lambda s: s.name)
+def test_gradcheck_every_layout(sample):
+    x = sample.x.detach().clone().requires_grad_()
+    b = sample.bias.detach().clone().requires_grad_()
+    assert torch.autograd.gradcheck(torchtrt_swish.swish, (x, b))
+
+
+@pytest.mark.parametrize("sample", _fp64_layouts()[:12], ids=lambda s: s.name)
+def test_gradgradcheck(sample):
+    x = sample.x.detach().clone().requires_grad_()
+    b = sample.bias.detach().clone().requires_grad_()
+    assert torch.autograd.gradgradcheck(torchtrt_swish.swish, (x, b))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_backward_matches_fp64_reference(device):
+    for dtype, s in _cases(device):
+        x = s.x.detach().clone().requires_grad_()
+        b = s.bias.detach().clone().requires_grad_()
+        g = torch.randn(x.shape, dtype=torch.float64).to(device=device, dtype=dtype)
+        torchtrt_swish.swish(x, b).backward(g)
+        xd = s.x.detach().to("cpu", torch.float64).requires_grad_()
+        bd = s.bias.detach().to("cpu", torch.float64).requires_grad_()
+        (xd * torch.sigmoid(xd) + bd).backward(g.to("cpu", torch.float64))
+        eps = torch.finfo(dtype).eps
+        sub = torch.finfo(dtype).smallest_normal * eps  # spacing of the subnormal range
+        # dx: one rounding of g*f'(x) (half an ulp, one ulp allowed) plus a few fp32 ulps of g*|f'| (|f'| <= 1.1).
+        tol_dx = eps * xd.grad.abs() + 16 * torch.finfo(torch.float32).eps * g.double().abs().cpu() + sub + 1e-300
+        assert ((x.grad.double().cpu() - xd.grad).abs() <= tol_dx).all(), f"{s.name} {dtype} dx"
+        # dbias: a sum of n terms, accumulated in fp32 by PyTorch's reduction; bound by n ulps of sum |g|.
+        n = max(x.numel() // max(b.numel(), 1), 1)
+        gsum = g.double().abs().cpu().sum_to_size(b.shape)
+        tol_db = (eps + n * torch.finfo(torch.float32).eps) * gsum + 1e-30
+        assert ((b.grad.double().cpu() - bd.grad).abs() <= tol_db).all(), f"{s.name} {dtype} dbias"
+
+
+def test_backward_is_not_the_seed_sigmoid_derivative():
+    """The seed returned g*s*(1-s); the right answer is g*s*(1+x*(1-s)). Catch a regression to the seed."""
+    x = torch.tensor([2.0], requires_grad=True)
+    torchtrt_swish.swish(x, torch.tensor([0.0])).backward()
+    s = torch.sigmoid(torch.tensor(2.0, dtype=torch.float64))
+    assert abs(x.grad.item() - float(s * (1 + 2 * (1 - s)))) < 1e-6
+    assert abs(x.grad.item() - float(s * (1 - s))) > 0.5
+
+
+# ----------------------------------------------------------------------------- property-based
+
+
+@st.composite
+def _case(draw):
+    rank = draw(st.integers(0, 4))
+    shape = draw(st.lists(st.integers(0, 6), min_size=rank, max_size=rank))
+    layout = draw(st.sampled_from(["scalar", "scalar0d", "dim1", "last", "full", "random"]))
+    if layout == "scalar":
+        bshape = [1] if rank >= 1 else []
+    elif layout == "scalar0d":
+        bshape = []
+    elif layout == "dim1" and rank >= 2:
+        bshape = [shape[1]] + [1] * (rank - 2)
+    elif layout == "last" and rank >= 1:
+        bshape = [shape[-1]]
+    elif layout == "full":
+        bshape = list(shape)
+    else:  # any broadcastable shape: drop leading dims, set some to 1
+        keep = draw(st.integers(0, rank))
+        bshape = [d if draw(st.booleans()) else 1 for d in shape[rank - keep:]]
+    dtype = draw(st.sampled_from([torch.float32, torch.float16, torch.bfloat16]))
+    seed = draw(st.integers(0, 2**31 - 1))
+    return shape, bshape, dtype, seed
+
+
+def _check_property(device, case):
+    shape, bshape, dtype, seed = case
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(shape, generator=g, dtype=torch.float64) * 6).to(device=device, dtype=dtype)
+    b = torch.randn(bshape, generator=g, dtype=torch.float64).to(device=device, dtype=dtype)
+    _assert_close_to_reference(torchtrt_swish.swish(x, b), x, b)
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_case())
+def test_property_random_shapes_layouts_dtypes_cpu(case):
+    _check_property("cpu", case)
+
+
+@pytest.mark.cuda
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_case())
+def test_property_random_shapes_layouts_dtypes_cuda(case):
+    _check_property("cuda", case)
+
+
+# ----------------------------------------------------------------------------- bad inputs
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype,name", [(torch.int32, "Int"), (torch.bool, "Bool"), (torch.complex64, "ComplexFloat"),
+                                        (torch.int64, "Long")])
+def test_rejects_non_float_x(device, dtype, name):
+    x = torch.ones(4, dtype=dtype, device=device)
+    with pytest.raises(RuntimeError, match=rf"expected x of dtype float32, float16 or bfloat16.*got {name}"):
+        torchtrt_swish.swish(x, torch.ones(1, dtype=dtype, device=device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rejects_bias_of_other_dtype(device):
+    x = torch.ones(4, device=device)
+    with pytest.raises(RuntimeError, match=r"bias of the same dtype as x \(Float\), got Half"):
+        torchtrt_swish.swish(x, torch.ones(1, dtype=torch.float16, device=device))
+
+
+def test_rejects_bias_on_other_device_meta():
+    with pytest.raises(RuntimeError, match=r"bias on the same device as x \(cpu\), got meta"):
+        torchtrt_swish.swish(torch.ones(4), torch.ones(1, device="meta"))
+
+
+@pytest.mark.cuda
+def test_rejects_bias_on_other_device_cuda():
+    with pytest.raises(RuntimeError, match=r"bias on the same device as x \(cuda:0\), got cpu"):
+        torchtrt_swish.swish(torch.ones(4, device="cuda"), torch.ones(1))
+
+
+@pytest.mark.cuda
+def test_rejects_float64_on_cuda():
+    with pytest.raises(RuntimeError, match=r"float64 is supported on CPU only"):
+        torchtrt_swish.swish(torch.ones(4, device="cuda", dtype=torch.float64),
+                             torch.ones(1, device="cuda", dtype=torch.float64))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("xs,bs", [((4, 3), (2,)), ((2, 3, 4), (3, 3)), ((5,), (2, 5)), ((), (1,)), ((3,), (1, 1)),
+                                   ((1, 3), (0, 3))])
+def test_rejects_bias_that_does_not_broadcast_or_changes_shape(device, xs, bs):
+    x = torch.ones(xs, device=device)
+    b = torch.ones(bs, device=device)
+    with pytest.raises(RuntimeError, match=r"expected bias broadcastable to x without changing x's shape, got bias"):
+        torchtrt_swish.swish(x, b)
+
+
+@pytest.mark.parametrize("xs,bs", [((4, 3), (2,)), ((5,), (2, 5))])
+def test_fake_kernel_rejects_the_same_inputs(xs, bs):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        with pytest.raises(RuntimeError, match=r"broadcastable to x without changing x's shape"):
+            torchtrt_swish.swish(torch.ones(xs), torch.ones(bs))
+
+
+def test_python_number_bias():
+    x = torch.randn(10)
+    torch.testing.assert_close(torchtrt_swish.swish(x, 3.15), F.silu(x) + 3.15)
+
+
+# ----------------------------------------------------------------------------- build facts
+
+
+def test_cuda_kernels_compiled_when_nvcc_present():
+    """CI has nvcc and a CUDA torch but no GPU: the CUDA impl must still be compiled and registered."""
+    from tools_native import nvcc_available
+
+    has_cuda_impl = torch._C._dispatch_has_kernel_for_dispatch_key("torchtrt_swish::swish", "CUDA")
+    if nvcc_available() and torch.version.cuda is not None:
+        assert has_cuda_impl
+    else:
+        pytest.skip("no nvcc or CPU-only torch: the CUDA impl is legitimately absent")
