@@ -273,3 +273,27 @@ def test_cuda_kernels_compiled_when_nvcc_present():
         assert has_cuda_impl
     else:
         pytest.skip("no nvcc or CPU-only torch: the CUDA impl is legitimately absent")
+
+
+# ----------------------------------------------------------------------------- 64-bit indexing
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("layout", ["scalar", "per_channel_last"])
+def test_more_than_2_pow_31_elements(layout):
+    """Elements past index 2^31 get the right value and the right channel's bias (64-bit indexing)."""
+    c = 4099  # odd row length: the bias period does not align with 2^31 or with 16-byte packs
+    n = ((1 << 31) // c + 2) * c
+    free, _ = torch.cuda.mem_get_info()
+    if free < 2 * n * 2 + (1 << 30):
+        pytest.skip(f"needs {2 * n * 2 / 2**30:.1f} GiB of free GPU memory, {free / 2**30:.1f} GiB free")
+    x = torch.empty(n, device="cuda", dtype=torch.float16).uniform_(-8, 8).view(-1, c)
+    b = torch.randn(1 if layout == "scalar" else c, device="cuda", dtype=torch.float16)
+    y = torchtrt_swish.swish(x, b)
+    torch.cuda.synchronize()
+    rows = torch.cat([torch.arange(0, 4), torch.randint(0, x.shape[0], (64,)), torch.arange(x.shape[0] - 4, x.shape[0])])
+    xs, ys = x[rows.cuda()].cpu(), y[rows.cuda()].cpu()
+    _assert_close_to_reference(ys, xs, b.cpu())
+    assert (rows.max() + 1) * c > (1 << 31)
+    del x, y
+    torch.cuda.empty_cache()

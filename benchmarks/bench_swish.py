@@ -1,0 +1,172 @@
+"""Swish-with-bias on the GPU: our op vs eager, torch.compile and a device-to-device copy (the bandwidth bound).
+
+Every variant is timed the same way: K calls captured in one CUDA graph, replayed R times between CUDA events;
+the median per-call time is reported. Graphs take CPU launch overhead out on both sides, so small sizes compare
+kernels, not Python. Inputs are random normal data (never zeros), and every variant's output is checked against
+an fp64 reference before it is timed.
+
+Byte floors: forward reads x and writes y (2N elements); backward reads x and g and writes dx (3N elements), the
+bias reduction re-reading nothing in a fused kernel. GB/s below are floor bytes over measured time.
+
+Usage (on the H200): python benchmarks/bench_swish.py --out $OUT/bench.csv [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import torchtrt_swish  # noqa: E402
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def eager_formula(x, b):
+    """The plain formula in eager PyTorch (three kernels)."""
+    return x * torch.sigmoid(x) + b
+
+
+def eager_silu(x, b):
+    """F.silu plus an add (two kernels)."""
+    return torch.nn.functional.silu(x) + b
+
+
+compiled_formula = torch.compile(eager_formula)
+
+
+def time_graph(fn, k: int, reps: int) -> float:
+    """Median microseconds per call of fn() over `reps` replays of a graph holding k calls."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(k):
+            fn()
+    for _ in range(3):
+        g.replay()
+    times = []
+    for _ in range(reps):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        g.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0 / k)
+    del g
+    return statistics.median(times)
+
+
+def check(y: torch.Tensor, x: torch.Tensor, b: torch.Tensor, name: str) -> None:
+    """Fail loudly if a variant computes something else (tolerance: a few output ulps)."""
+    n = min(x.numel(), 1 << 20)
+    xs = x.reshape(-1)[:n].double()
+    bs = b.double().expand_as(x).reshape(-1)[:n]
+    ref = xs * torch.sigmoid(xs) + bs
+    err = (y.reshape(-1)[:n].double() - ref).abs()
+    tol = 4 * torch.finfo(x.dtype).eps * (ref.abs() + bs.abs() + 1)
+    if not bool((err <= tol).all()):
+        raise SystemExit(f"{name}: wrong result, max err {err.max().item():.3e}")
+
+
+def bench_forward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int) -> dict:
+    """One row: forward of every variant at n elements."""
+    c = 256
+    x = torch.randn(n // c, c, device="cuda", dtype=dtype)
+    b = (torch.randn(1, device="cuda", dtype=dtype) if layout == "scalar"
+         else torch.randn(c, device="cuda", dtype=dtype))
+    y = torch.empty_like(x)
+    variants = {
+        "copy": lambda: y.copy_(x),
+        "ours": lambda: torchtrt_swish.swish(x, b),
+        "eager_formula": lambda: eager_formula(x, b),
+        "eager_silu": lambda: eager_silu(x, b),
+        "compile": lambda: compiled_formula(x, b),
+    }
+    for name in ("ours", "eager_silu", "compile"):
+        check(variants[name](), x, b, name)
+    row = {"pass": "fwd", "n": n, "dtype": str(dtype).removeprefix("torch."), "layout": layout}
+    for name, fn in variants.items():
+        row[f"{name}_us"] = time_graph(fn, k, reps)
+    floor_bytes = 2 * n * x.element_size()
+    for name in variants:
+        row[f"{name}_GBps"] = floor_bytes / row[f"{name}_us"] / 1e3
+    return row
+
+
+def bench_backward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int) -> dict:
+    """One row: autograd backward (dx and dbias) of each variant at n elements."""
+    c = 256
+    x = torch.randn(n // c, c, device="cuda", dtype=dtype, requires_grad=True)
+    b = (torch.randn(1, device="cuda", dtype=dtype) if layout == "scalar"
+         else torch.randn(c, device="cuda", dtype=dtype)).requires_grad_()
+    gy = torch.randn_like(x)
+    ys = {"ours": torchtrt_swish.swish(x, b), "eager_formula": eager_formula(x, b),
+          "compile": compiled_formula(x, b)}
+    dst = torch.empty_like(x)
+    variants = {"copy3": lambda: (dst.copy_(x), dst.copy_(gy))}  # 4N bytes; scaled to 3N below
+    for name, yv in ys.items():
+        variants[name] = (lambda yv=yv: torch.autograd.grad(yv, (x, b), gy, retain_graph=True))
+    row = {"pass": "bwd", "n": n, "dtype": str(dtype).removeprefix("torch."), "layout": layout}
+    for name, fn in variants.items():
+        row[f"{name}_us"] = time_graph(fn, k, reps)
+    row["copy3_us"] *= 3 / 4  # a 3N-byte copy at the same bandwidth: the backward's byte floor time
+    floor_bytes = 3 * n * x.element_size()
+    for name in variants:
+        row[f"{name}_GBps"] = floor_bytes / row[f"{name}_us"] / 1e3
+    return row
+
+
+def main() -> int:
+    """Run the grid, print one table, write CSV."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=Path("bench.csv"))
+    ap.add_argument("--quick", action="store_true", help="fewer sizes (2^16, 2^20, 2^24, 2^28)")
+    ap.add_argument("--no-backward", action="store_true")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("bench_swish: needs a CUDA GPU")
+        return 2
+    exps = [16, 20, 24, 28] if args.quick else [16, 18, 20, 22, 24, 26, 28]
+    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    rows = []
+    for e in exps:
+        n = 1 << e
+        k, reps = (50, 30) if e <= 22 else (5, 15)
+        for dname, dt in DTYPES.items():
+            for layout in ("scalar", "per_channel"):
+                rows.append(bench_forward(n, dt, layout, k, reps))
+                if not args.no_backward:
+                    rows.append(bench_backward(n, dt, layout, k, reps))
+                torch.cuda.empty_cache()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    keys = sorted({k for r in rows for k in r}, key=lambda s: (s not in ("pass", "n", "dtype", "layout"), s))
+    with args.out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+    hdr = (f"{'pass':4} {'n':>6} {'dtype':9} {'layout':11} {'ours us':>9} {'GB/s':>7} {'/copy':>6} "
+           f"{'compile us':>10} {'ours/cmp':>8} {'eager us':>9} {'silu+b us':>9}")
+    print(hdr)
+    for r in rows:
+        bound = r.get("copy_us", r.get("copy3_us"))
+        eager_silu_us = r.get("eager_silu_us", float("nan"))
+        print(f"{r['pass']:4} 2^{r['n'].bit_length() - 1:<4} {r['dtype']:9} {r['layout']:11} {r['ours_us']:9.2f} "
+              f"{r['ours_GBps']:7.0f} {bound / r['ours_us']:6.3f} {r['compile_us']:10.2f} "
+              f"{r['compile_us'] / r['ours_us']:8.2f} {r['eager_formula_us']:9.2f} {eager_silu_us:9.2f}")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

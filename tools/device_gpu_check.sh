@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Everything one H200 call does, in one script (device time is scarce): build from source with the machine's
+# torch, GPU tests, compute-sanitizer, benchmark. Logs land in $OUT. Carry: third_party (TensorRT headers),
+# .whl (onnx-graphsurgeon, polygraphy). Usage: bash tools/device_gpu_check.sh [tests|sanitize|bench|all]...
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
+export TORCHTRT_SWISH_NO_FETCH=1
+steps=${*:-all}
+
+if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        && export PYTHONPATH=/tmp/site
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' | tee -a "$OUT/gpu.txt"
+
+t0=$(date +%s)
+python3 -m pip install -q --no-build-isolation --no-deps -v -e . > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+grep -F "[torchtrt_swish build]" "$OUT/build.log"
+echo "build: $(( $(date +%s) - t0 )) s"
+
+rc=0
+if [[ $steps == *all* || $steps == *tests* ]]; then
+    python3 -m pytest -q -p no:cacheprovider -m cuda -rs tests 2>&1 | tee "$OUT/pytest_cuda.log" | tail -25
+    [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+fi
+if [[ $steps == *all* || $steps == *sanitize* ]]; then
+    for tool in memcheck racecheck; do
+        compute-sanitizer --tool $tool --error-exitcode 3 python3 tools/sanitize_op.py > "$OUT/sanitize_op_$tool.log" 2>&1
+        echo "sanitizer $tool (op): exit $? :: $(tail -1 "$OUT/sanitize_op_$tool.log")"
+        if [ -f tests/test_plugin_harness.py ]; then
+            compute-sanitizer --tool $tool --error-exitcode 3 python3 -m pytest -q -p no:cacheprovider -m cuda \
+                tests/test_plugin_harness.py -k "not 2_pow_31 and not huge" > "$OUT/sanitize_plugin_$tool.log" 2>&1
+            echo "sanitizer $tool (plugin harness): exit $? :: $(tail -1 "$OUT/sanitize_plugin_$tool.log")"
+        fi
+    done
+fi
+if [[ $steps == *all* || $steps == *bench* ]]; then
+    python3 benchmarks/bench_swish.py --out "$OUT/bench.csv" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -90
+fi
+exit $rc

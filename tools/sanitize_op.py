@@ -1,0 +1,29 @@
+"""Drive the op's CUDA kernels over every sample input (all dtypes, forward + backward) for compute-sanitizer."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+import torchtrt_swish  # noqa: E402
+from samples import sample_inputs  # noqa: E402
+
+
+def main() -> int:
+    """Run forward and backward on every sample; exit non-zero on a CUDA error."""
+    count = 0
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        for s in sample_inputs("cuda", dtype):
+            x = s.x.detach().clone().requires_grad_()
+            b = s.bias.detach().clone().requires_grad_()
+            torchtrt_swish.swish(x, b).backward(torch.randn_like(x))
+            count += 1
+    torch.cuda.synchronize()
+    print(f"sanitize_op: {count} forward+backward cases ran")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

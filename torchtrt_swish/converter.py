@@ -1,0 +1,331 @@
+"""Torch-TensorRT converter: torchtrt_swish.swish.default -> the C++ ``SwishBias`` plugin (IPluginV3).
+
+Everything that decides *whether* a node can go to TensorRT (dtype, bias layout) is a plain function of the FX node
+so it is unit-testable without TensorRT; Torch-TensorRT and TensorRT are imported only inside the functions that
+need them, and the decorator registration happens only in :func:`register`. The API calls used here, with the
+pages that show their signatures, are listed in docs/torch_tensorrt_api.md.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .plugin import PLUGIN_NAME, PLUGIN_NAMESPACE, PLUGIN_VERSION, plugin_library_path
+
+# A child of the "torch_tensorrt" logger: torch_tensorrt.logging.debug() / set_level() then show our reasons next to
+# the registry's own "Skipping option ..." lines, and nothing is printed at the default level.
+_LOGGER = logging.getLogger("torch_tensorrt.dynamo.conversion.torchtrt_swish")
+
+SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+# Layout names as csrc/kernels/bias_layout.h biasKindName() spells them; the plugin accepts exactly these four.
+SCALAR = "scalar"
+PER_CHANNEL_DIM1 = "per-channel (dim 1)"
+PER_CHANNEL_LAST = "per-channel (last dim)"
+FULL = "full"
+BLOCK = "block"
+ACCEPTED_LAYOUTS = frozenset({SCALAR, PER_CHANNEL_DIM1, PER_CHANNEL_LAST, FULL})
+
+# Field dtype names used by plugin.PLUGIN_FIELDS -> (numpy dtype name, trt.PluginFieldType member name).
+_FIELD_TYPES = {
+    "float32": ("float32", "FLOAT32"),
+    "float16": ("float16", "FLOAT16"),
+    "float64": ("float64", "FLOAT64"),
+    "int8": ("int8", "INT8"),
+    "int16": ("int16", "INT16"),
+    "int32": ("int32", "INT32"),
+    "int64": ("int64", "INT64"),
+    "char": ("int8", "CHAR"),
+}
+
+
+
+def swish_op() -> Any:
+    """The OpOverload the converter is registered for: torch.ops.torchtrt_swish.swish.default."""
+    return torch.ops.torchtrt_swish.swish.default
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Bias layout: a Python twin of classifyBias() in csrc/kernels/bias_layout.h, extended to symbolic dims.
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _fmt(shape: Sequence[int | None]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def classify_bias(x_shape: Sequence[int | None], bias_shape: Sequence[int]) -> tuple[str | None, str]:
+    """Classify bias against x like classifyBias(): (layout name, "") or (None, reason); None dims are dynamic.
+
+    A dynamic x dim is treated as "any size >= 1": the layout is accepted only if it holds for every size in the
+    range, because the engine is built once for the whole optimization profile.
+    """
+    xr, br = len(x_shape), len(bias_shape)
+    if br > xr:
+        return None, (f"bias shape {_fmt(bias_shape)} has more dimensions than x {_fmt(x_shape)}, "
+                      "which would change the output shape")
+    off = xr - br
+    for j, b in enumerate(bias_shape):
+        xd = x_shape[j + off]
+        if b != 1 and xd is None:
+            return None, (f"bias shape {_fmt(bias_shape)} needs x dim {j + off} to be {b}, but it is dynamic "
+                          f"in x {_fmt(x_shape)}")
+        if b != 1 and b != xd:
+            return None, (f"bias shape {_fmt(bias_shape)} does not broadcast to x shape {_fmt(x_shape)} "
+                          f"without changing it (dim {j})")
+    nonone = [j + off for j, b in enumerate(bias_shape) if b != 1]
+    if not nonone:
+        return SCALAR, ""
+    first, last = nonone[0], nonone[-1]
+    for d in range(first, last + 1):
+        # Inside the block a bias dim of 1 is only harmless where x is 1 too (static); a dynamic x dim may not be.
+        if bias_shape[d - off] != x_shape[d] and x_shape[d] != 1:
+            return None, (f"bias shape {_fmt(bias_shape)} is not a contiguous block of x shape {_fmt(x_shape)}")
+
+    def is_one(dims: Sequence[int | None]) -> bool:
+        return all(d == 1 for d in dims)  # a dynamic (None) dim is never provably 1
+
+    if is_one(x_shape[:first]) and is_one(x_shape[last + 1:]):
+        return FULL, ""
+    if first == last == xr - 1:
+        return PER_CHANNEL_LAST, ""
+    if first == last == 1:
+        return PER_CHANNEL_DIM1, ""
+    return BLOCK, ""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Capability validator (plain function of the FX node; no TensorRT needed for the dtype/layout decisions).
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _static(d: Any) -> int | None:
+    if isinstance(d, int):
+        return d
+    try:  # a SymInt that is really a constant (e.g. specialized) still counts as static
+        return d.node.maybe_as_int()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _fetch_attr(node: torch.fx.Node) -> Any:
+    obj: Any = node.graph.owning_module
+    for part in str(node.target).split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def tensor_info(arg: Any) -> tuple[tuple[int | None, ...], torch.dtype] | None:
+    """(shape with None for dynamic dims, dtype) of an FX node argument, from its metadata; None if unknown."""
+    val: Any = arg
+    if isinstance(arg, torch.fx.Node):
+        val = arg.meta.get("val")
+        if val is None:
+            val = arg.meta.get("tensor_meta")  # TensorMetadata: has .shape and .dtype
+        if val is None and arg.op == "get_attr":
+            # Torch-TensorRT's constant folding creates get_attr nodes that may carry no metadata.
+            val = _fetch_attr(arg)
+    if val is None or not hasattr(val, "shape") or not hasattr(val, "dtype"):
+        return None
+    return tuple(_static(d) for d in val.shape), val.dtype
+
+
+def _swish_args(node: torch.fx.Node) -> tuple[Any, Any]:
+    x = node.args[0] if len(node.args) > 0 else node.kwargs.get("x")
+    bias = node.args[1] if len(node.args) > 1 else node.kwargs.get("bias")
+    return x, bias
+
+
+def node_support(node: torch.fx.Node) -> tuple[bool, str]:
+    """Whether the SwishBias plugin can run this swish node: (True, layout) or (False, reason)."""
+    x, bias = _swish_args(node)
+    xi, bi = tensor_info(x), tensor_info(bias)
+    if xi is None or bi is None:
+        return False, "no shape/dtype metadata on the inputs"
+    (x_shape, x_dtype), (b_shape, b_dtype) = xi, bi
+    if x_dtype not in SUPPORTED_DTYPES:
+        return False, f"dtype {x_dtype} is not supported by the plugin (float32, float16, bfloat16 only)"
+    if b_dtype != x_dtype:
+        return False, f"bias dtype {b_dtype} differs from x dtype {x_dtype}"
+    if any(d is None for d in b_shape):
+        return False, f"bias shape {_fmt(b_shape)} is dynamic; the plugin needs a static bias"
+    layout, why = classify_bias(x_shape, b_shape)  # type: ignore[arg-type]
+    if layout is None:
+        return False, why
+    if layout not in ACCEPTED_LAYOUTS:
+        return False, (f"bias layout '{layout}' (bias {_fmt(b_shape)} on x {_fmt(x_shape)}) is not one the plugin "
+                       "supports (scalar, per-channel on dim 1 or last dim, full shape)")
+    return True, layout
+
+
+_STATE_LOCK = threading.Lock()
+_state: dict[str, Any] = {"handle": None, "creator_status": None, "registered": False}
+
+
+def _creator_status() -> tuple[bool, str]:
+    """Whether the SwishBias creator can be found (loading the library once); cached per process."""
+    with _STATE_LOCK:
+        cached = _state["creator_status"]
+    if cached is not None:
+        return cached
+    try:
+        get_creator()
+        status = (True, "")
+    except Exception as exc:  # noqa: BLE001 - any failure means "leave the node to PyTorch"
+        status = (False, f"the {PLUGIN_NAMESPACE}::{PLUGIN_NAME} v{PLUGIN_VERSION} plugin creator is unavailable "
+                         f"({exc})")
+    with _STATE_LOCK:
+        _state["creator_status"] = status
+    return status
+
+
+def capability_validator(node: torch.fx.Node, settings: Any = None, *, creator_check: Any = None) -> bool:
+    """Torch-TensorRT capability validator: False (with the reason in the debug log) sends the node to PyTorch."""
+    ok, why = node_support(node)
+    if ok:
+        ok, detail = (creator_check or _creator_status)()
+        why = detail if not ok else why
+    if ok:
+        _LOGGER.debug("%s: converting %s with the %s plugin (bias layout: %s)", PLUGIN_NAME, node.name,
+                      PLUGIN_NAME, why)
+    else:
+        _LOGGER.debug("%s: leaving %s to PyTorch: %s", PLUGIN_NAME, node.name, why)
+    return ok
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Plugin fields, creator, layer.
+# --------------------------------------------------------------------------------------------------------------
+
+
+def plugin_fields() -> tuple[tuple[str, str, tuple], ...]:
+    """The (name, dtype, values) fields the converter hands the creator: none.
+
+    The converter uses the two-input form [x, bias], where bias is a TensorRT tensor (it may be a constant, a
+    refittable weight or a runtime input). The plugin's only field, ``bias``, feeds the one-input form; sending it
+    as well would give the plugin two sources of truth for the same value.
+    """
+    return ()
+
+
+def field_collection(fields: Sequence[tuple[str, str, Sequence[Any]]]) -> Any:
+    """Build a trt.PluginFieldCollection from (name, dtype, values) specs (needs tensorrt)."""
+    import numpy as np
+    import tensorrt as trt
+
+    pf = []
+    for name, dtype, values in fields:
+        np_dtype, trt_type = _FIELD_TYPES[dtype]
+        pf.append(trt.PluginField(name, np.asarray(values, dtype=np_dtype), getattr(trt.PluginFieldType, trt_type)))
+    return trt.PluginFieldCollection(pf)
+
+
+def _has_creator(registry: Any) -> bool:
+    for c in getattr(registry, "all_creators", None) or ():
+        if (getattr(c, "name", None), getattr(c, "plugin_version", None),
+                getattr(c, "plugin_namespace", None)) == (PLUGIN_NAME, PLUGIN_VERSION, PLUGIN_NAMESPACE):
+            return True
+    return False
+
+
+def load_plugin_library(path: Any = None) -> Any:
+    """Load libtorchtrt_swish_plugin.so into TensorRT's plugin registry once per process; returns the registry."""
+    import tensorrt as trt
+
+    registry = trt.get_plugin_registry()
+    with _STATE_LOCK:
+        if _state["handle"] is not None:
+            return registry
+        # The library also registers itself when merely dlopen'ed (Polygraphy, ctypes): loading it a second time
+        # through the registry would make TensorRT refuse the duplicate creator.
+        if _has_creator(registry):
+            _state["handle"] = "preregistered"
+            return registry
+        lib = str(path or plugin_library_path())
+        handle = registry.load_library(lib)
+        if handle is None:
+            raise RuntimeError(f"TensorRT could not load the plugin library {lib} (see the TensorRT log)")
+        _state["handle"] = handle  # kept for the process lifetime: engines may deserialize the plugin any time
+        _LOGGER.debug("%s: loaded %s into the TensorRT plugin registry", PLUGIN_NAME, lib)
+    return registry
+
+
+def get_creator() -> Any:
+    """The SwishBias IPluginCreatorV3One from TensorRT's registry (loads the library on first use)."""
+    registry = load_plugin_library()
+    creator = registry.get_creator(PLUGIN_NAME, PLUGIN_VERSION, PLUGIN_NAMESPACE)
+    if creator is None:
+        raise RuntimeError(f"{PLUGIN_NAMESPACE}::{PLUGIN_NAME} version {PLUGIN_VERSION} is not in TensorRT's "
+                           f"plugin registry after loading {plugin_library_path()}")
+    return creator
+
+
+def layer_name(node_name: str) -> str:
+    """TensorRT layer name for a swish node: the plugin name plus the FX node name (survives into the engine)."""
+    # Torch-TensorRT builds engines with LAYER_NAMES_ONLY profiling verbosity, so the engine inspector shows only
+    # names: carrying the plugin name here is what lets tests find the plugin layer in a built engine.
+    return f"[{PLUGIN_NAME}]-[{node_name}]"
+
+
+def add_swish_plugin(ctx: Any, x: Any, bias: Any, name: str) -> Any:
+    """Add a SwishBias IPluginV3 layer computing x*sigmoid(x)+bias to ctx.net; returns its output ITensor."""
+    import tensorrt as trt
+    from torch_tensorrt.dynamo.conversion.converter_utils import get_trt_tensor
+
+    x_t = get_trt_tensor(ctx, x, f"{name}_x")
+    b_t = get_trt_tensor(ctx, bias, f"{name}_bias")  # frozen parameter -> IConstantLayer; ITensor passes through
+    plugin = get_creator().create_plugin(name, field_collection(plugin_fields()), trt.TensorRTPhase.BUILD)
+    if plugin is None:
+        raise RuntimeError(f"{PLUGIN_NAME}: the creator returned no plugin for node {name} (see the TensorRT log)")
+    layer = ctx.net.add_plugin_v3([x_t, b_t], [], plugin)
+    if layer is None:
+        raise RuntimeError(f"{PLUGIN_NAME}: INetworkDefinition.add_plugin_v3 failed for node {name}")
+    layer.name = layer_name(name)
+    return layer.get_output(0)
+
+
+def convert_swish(ctx: Any, target: Any, args: Sequence[Any], kwargs: dict[str, Any], name: str) -> Any:
+    """Dynamo converter for torchtrt_swish.swish.default (signature: ctx, target, args, kwargs, name)."""
+    x = args[0] if len(args) > 0 else kwargs["x"]
+    bias = args[1] if len(args) > 1 else kwargs["bias"]
+    return add_swish_plugin(ctx, x, bias, name)
+
+
+def _torch_tensorrt_present() -> bool:
+    try:
+        return importlib.util.find_spec("torch_tensorrt") is not None
+    except (ImportError, ValueError):  # a half-imported or stubbed module can make find_spec raise
+        return False
+
+
+def register() -> bool:
+    """Register the converter with Torch-TensorRT once; silently returns False when Torch-TensorRT is unusable."""
+    with _STATE_LOCK:
+        if _state["registered"]:
+            return True
+    if not _torch_tensorrt_present():
+        return False
+    try:
+        # Importing torch_tensorrt is heavy and fails on machines without a GPU; that must stay silent here.
+        from torch_tensorrt.dynamo.conversion import dynamo_tensorrt_converter
+    except Exception as exc:  # noqa: BLE001
+        _LOGGER.debug("%s: Torch-TensorRT is installed but not importable (%s); converter not registered",
+                      PLUGIN_NAME, exc)
+        return False
+    with _STATE_LOCK:
+        if _state["registered"]:
+            return True
+        dynamo_tensorrt_converter(
+            swish_op(),
+            capability_validator=capability_validator,
+            supports_dynamic_shapes=True,  # without it, nodes with dynamic inputs fall back to PyTorch
+        )(convert_swish)
+        _state["registered"] = True
+    return True
