@@ -39,9 +39,9 @@ def eager_silu(x, b):
 compiled_formula = torch.compile(eager_formula)
 
 
-def time_graph(fn, k: int, reps: int) -> float:
-    """Median microseconds per call of fn() over `reps` replays of a graph holding k calls."""
-    s = torch.cuda.Stream()
+def time_graph(fn, k: int, reps: int, stream: torch.cuda.Stream | None = None) -> float:
+    """Median microseconds per call of fn() over `reps` replays of a graph holding k calls, captured on stream."""
+    s = stream or torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         for _ in range(3):
@@ -107,19 +107,24 @@ def bench_forward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int) ->
 def bench_backward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int) -> dict:
     """One row: autograd backward (dx and dbias) of each variant at n elements."""
     c = 256
-    x = torch.randn(n // c, c, device="cuda", dtype=dtype, requires_grad=True)
-    b = (torch.randn(1, device="cuda", dtype=dtype) if layout == "scalar"
-         else torch.randn(c, device="cuda", dtype=dtype)).requires_grad_()
-    gy = torch.randn_like(x)
-    ys = {"ours": torchtrt_swish.swish(x, b), "eager_formula": eager_formula(x, b),
-          "compile": compiled_formula(x, b)}
-    dst = torch.empty_like(x)
+    # Autograd runs each backward node on the stream its forward ran on: build the graphs on the capture
+    # stream, or the backward would touch the legacy default stream during capture.
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        x = torch.randn(n // c, c, device="cuda", dtype=dtype, requires_grad=True)
+        b = (torch.randn(1, device="cuda", dtype=dtype) if layout == "scalar"
+             else torch.randn(c, device="cuda", dtype=dtype)).requires_grad_()
+        gy = torch.randn_like(x)
+        ys = {"ours": torchtrt_swish.swish(x, b), "eager_formula": eager_formula(x, b),
+              "compile": compiled_formula(x, b)}
+        dst = torch.empty_like(x)
     variants = {"copy3": lambda: (dst.copy_(x), dst.copy_(gy))}  # 4N bytes; scaled to 3N below
     for name, yv in ys.items():
         variants[name] = (lambda yv=yv: torch.autograd.grad(yv, (x, b), gy, retain_graph=True))
     row = {"pass": "bwd", "n": n, "dtype": str(dtype).removeprefix("torch."), "layout": layout}
     for name, fn in variants.items():
-        row[f"{name}_us"] = time_graph(fn, k, reps)
+        row[f"{name}_us"] = time_graph(fn, k, reps, stream=s)
     row["copy3_us"] *= 3 / 4  # a 3N-byte copy at the same bandwidth: the backward's byte floor time
     floor_bytes = 3 * n * x.element_size()
     for name in variants:

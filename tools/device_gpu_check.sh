@@ -22,6 +22,15 @@ grep -F "[torchtrt_swish build]" "$OUT/build.log"
 echo "build: $(( $(date +%s) - t0 )) s"
 
 rc=0
+if [[ $steps == *debug* ]]; then
+    # C++ backtrace of a crashing test: cuda-gdb also debugs host code (there is no gdb on the machine).
+    cuda-gdb -q -batch -ex "set pagination off" -ex run -ex bt -ex "info sharedlibrary" --args python3 -m pytest -x -q \
+        -p no:cacheprovider ${DEBUG_TEST:-tests} > "$OUT/debug.log" 2>&1
+    grep -E "^#|signal|SIG" "$OUT/debug.log" | head -40
+fi
+if [[ $steps == *cpu* ]]; then
+    python3 -m pytest -q -p no:cacheprovider -m "not cuda" -x tests 2>&1 | tee "$OUT/pytest_cpu.log" | tail -8
+fi
 if [[ $steps == *all* || $steps == *tests* ]]; then
     python3 -m pytest -q -p no:cacheprovider -m cuda -rs tests 2>&1 | tee "$OUT/pytest_cuda.log" | tail -25
     [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1

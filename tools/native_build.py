@@ -79,8 +79,9 @@ def gencode_flags(archs: str) -> list[str]:
             continue
         ptx = item.endswith("+PTX")
         num = item.removesuffix("+PTX").replace(".", "")
-        if not num.isdigit():
-            raise ValueError(f"TORCH_CUDA_ARCH_LIST entry {item!r} is not of the form 'X.Y' or 'X.Y+PTX'")
+        # 'a' / 'f' suffixes select arch-specific / family targets (e.g. 9.0a for wgmma).
+        if not (num.rstrip("af").isdigit() and len(num) - len(num.rstrip("af")) <= 1):
+            raise ValueError(f"TORCH_CUDA_ARCH_LIST entry {item!r} is not of the form 'X.Y', 'X.Ya' or 'X.Y+PTX'")
         flags += ["-gencode", f"arch=compute_{num},code=sm_{num}"]
         if ptx:
             flags += ["-gencode", f"arch=compute_{num},code=compute_{num}"]
@@ -228,7 +229,8 @@ def build(inplace: bool = True, jobs: int | None = None) -> NativeResult:
         res.notes.append("TensorRT plugin NOT built: no sources in csrc/trt_plugin")
     else:
         res.notes.append(f"TensorRT headers: {trt_inc} ({origin})")
-        trt_flags = base_cflags + [f"-I{trt_inc}", "-fvisibility=hidden", "-Wno-deprecated-declarations"]
+        # -isystem: TensorRT's own headers are not warning-clean under -Wextra; ours must be.
+        trt_flags = base_cflags + ["-isystem", str(trt_inc), "-fvisibility=hidden", "-Wno-deprecated-declarations"]
         objs = []
         for src in plugin_srcs:
             obj = BUILD / "trt_plugin" / (src.stem + ".o")
@@ -236,8 +238,13 @@ def build(inplace: bool = True, jobs: int | None = None) -> NativeResult:
             lines.append(f"  cflags = {_q(trt_flags)}")
             objs.append(obj)
         # nvcc links cudart statically by default: the plugin needs neither libcudart.so, libnvinfer nor torch.
-        lines.append(f"build {_esc(plugin_lib)}: link_nvcc {' '.join(_esc(o) for o in objs + [kernel_obj])}")
-        lines.append(f"  ldflags = {_q(['-Xlinker', '--no-undefined', '-Xlinker', '-z,defs'])}")
+        # Export only getCreators/setLoggerFinder (the version script hides our code, the kernel object and the
+        # static cudart), and mark the library NODELETE: a registry may hold its creator for the life of the
+        # process, so a dlclose must never unmap it.
+        exports_map = csrc / "trt_plugin" / "exports.map"
+        lines.append(f"build {_esc(plugin_lib)}: link_nvcc {' '.join(_esc(o) for o in objs + [kernel_obj])} | "
+                     f"{_esc(exports_map)}")
+        lines.append(f"  ldflags = {_q(['-Xlinker', '--no-undefined', '-Xlinker', '-z,defs', '-Xlinker', '-z,nodelete', '-Xlinker', f'--version-script={exports_map}'])}")
         lines.append("  libs = -ldl")
         defaults.append(plugin_lib)
         res.plugin_library = plugin_lib
@@ -245,7 +252,8 @@ def build(inplace: bool = True, jobs: int | None = None) -> NativeResult:
         if harness_srcs and pyinc:
             ext = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
             harness = BUILD / f"_trt_harness{ext}"
-            hflags = base_cflags + [f"-I{trt_inc}", f"-I{sysconfig.get_paths()['include']}", *(f"-I{p}" for p in pyinc),
+            hflags = base_cflags + ["-isystem", str(trt_inc), "-isystem", sysconfig.get_paths()["include"],
+                                    *(a for p in pyinc for a in ("-isystem", p)),
                                     "-fvisibility=hidden", "-Wno-deprecated-declarations"]
             hobjs = []
             for src in harness_srcs:
