@@ -265,6 +265,16 @@ def build(inplace: bool = True, jobs: int | None = None) -> NativeResult:
             lines.append("  ldflags = -ldl")
             defaults.append(harness)
             res.harness_module = harness
+            # A stand-in libnvinfer.so.10 (registry/logger entry points only) for the self-registration tests.
+            fake_src = csrc / "trt_harness" / "fake_tensorrt" / "fake_nvinfer.cpp"
+            if fake_src.exists():
+                fake_obj = BUILD / "fake_tensorrt" / "fake_nvinfer.o"
+                fake_lib = BUILD / "fake_tensorrt" / "libnvinfer.so.10"
+                lines.append(f"build {_esc(fake_obj)}: cxx {_esc(fake_src)}")
+                lines.append(f"  cflags = {_q(trt_flags)}")
+                lines.append(f"build {_esc(fake_lib)}: link_cxx {_esc(fake_obj)}")
+                lines.append("  ldflags = -Wl,-soname,libnvinfer.so.10 -ldl")
+                defaults.append(fake_lib)
         elif harness_srcs:
             res.notes.append("conformance harness NOT built: pybind11 is not installed")
     lines.append("default " + " ".join(_esc(d) for d in defaults))

@@ -11,6 +11,13 @@
 
 namespace torchtrt_swish {
 
+// Messages are assembled from strings only (std::to_string, c10::toString, Device::str): streaming integers
+// through c10::str inside this library crashed in libstdc++'s num_put on the H200 image (torch 2.11, g++ 13).
+inline std::string dims(at::IntArrayRef d)
+{
+    return shapeString(d.data(), static_cast<int32_t>(d.size()));
+}
+
 //! Inputs ready for a kernel: contiguous x, a contiguous bias the kernel can index with spec.
 struct Prepared
 {
@@ -24,11 +31,11 @@ inline void checkDtypes(at::Tensor const& x, at::Tensor const& bias, bool allowD
     auto const dt = x.scalar_type();
     bool const ok = dt == at::kFloat || dt == at::kHalf || dt == at::kBFloat16 || (allowDouble && dt == at::kDouble);
     TORCH_CHECK(ok, what, ": expected x of dtype float32, float16 or bfloat16", allowDouble ? " (or float64 on CPU)" : "",
-        ", got ", dt, x.is_cuda() && dt == at::kDouble ? " (float64 is supported on CPU only)" : "");
-    TORCH_CHECK(bias.scalar_type() == dt, what, ": expected bias of the same dtype as x (", dt, "), got ",
-        bias.scalar_type());
-    TORCH_CHECK(bias.device() == x.device(), what, ": expected bias on the same device as x (", x.device(), "), got ",
-        bias.device());
+        ", got ", c10::toString(dt), x.is_cuda() && dt == at::kDouble ? " (float64 is supported on CPU only)" : "");
+    TORCH_CHECK(bias.scalar_type() == dt, what, ": expected bias of the same dtype as x (", c10::toString(dt),
+        "), got ", c10::toString(bias.scalar_type()));
+    TORCH_CHECK(bias.device() == x.device(), what, ": expected bias on the same device as x (", x.device().str(),
+        "), got ", bias.device().str());
 }
 
 //! Validate (x, bias) and return contiguous tensors plus the bias spec; materializes non-periodic bias shapes.
@@ -40,7 +47,7 @@ inline Prepared prepare(at::Tensor const& x, at::Tensor const& bias, bool allowD
     BiasClass const cls = classifyBias(xs.data(), static_cast<int32_t>(xs.size()), bs.data(),
         static_cast<int32_t>(bs.size()));
     TORCH_CHECK(cls.broadcastable, "swish: expected bias broadcastable to x without changing x's shape, got bias ",
-        bs, " for x ", xs, ": ", cls.why);
+        dims(bs), " for x ", dims(xs), ": ", cls.why);
     Prepared p;
     p.x = x.contiguous();
     if (cls.periodic)
@@ -68,10 +75,12 @@ inline at::Tensor biasGrad(at::Tensor const& grad, at::Tensor const& bias)
 inline void checkBackward(at::Tensor const& grad, at::Tensor const& x, at::Tensor const& bias, bool allowDouble)
 {
     checkDtypes(x, bias, allowDouble, "swish_backward");
-    TORCH_CHECK(grad.scalar_type() == x.scalar_type(), "swish_backward: expected grad of dtype ", x.scalar_type(),
-        ", got ", grad.scalar_type());
-    TORCH_CHECK(grad.device() == x.device(), "swish_backward: expected grad on ", x.device(), ", got ", grad.device());
-    TORCH_CHECK(grad.sizes() == x.sizes(), "swish_backward: expected grad of shape ", x.sizes(), ", got ", grad.sizes());
+    TORCH_CHECK(grad.scalar_type() == x.scalar_type(), "swish_backward: expected grad of dtype ",
+        c10::toString(x.scalar_type()), ", got ", c10::toString(grad.scalar_type()));
+    TORCH_CHECK(grad.device() == x.device(), "swish_backward: expected grad on ", x.device().str(), ", got ",
+        grad.device().str());
+    TORCH_CHECK(grad.sizes() == x.sizes(), "swish_backward: expected grad of shape ", dims(x.sizes()), ", got ",
+        dims(grad.sizes()));
 }
 
 } // namespace torchtrt_swish

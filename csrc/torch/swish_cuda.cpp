@@ -19,7 +19,7 @@ DType toDType(at::ScalarType t)
     case at::kFloat: return DType::kFLOAT32;
     case at::kHalf: return DType::kFLOAT16;
     case at::kBFloat16: return DType::kBFLOAT16;
-    default: TORCH_CHECK(false, "swish: unsupported CUDA dtype ", t);
+    default: TORCH_CHECK(false, "swish: unsupported CUDA dtype ", c10::toString(t));
     }
 }
 

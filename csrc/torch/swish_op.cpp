@@ -17,7 +17,7 @@ constexpr int64_t kGRAIN = 32768;
 
 at::Tensor swishCpu(at::Tensor const& x, at::Tensor const& bias)
 {
-    TORCH_CHECK(x.device().is_cpu(), "swish: CPU kernel called with x on ", x.device());
+    TORCH_CHECK(x.device().is_cpu(), "swish: CPU kernel called with x on ", x.device().str());
     Prepared const p = prepare(x, bias, /*allowDouble=*/true);
     at::Tensor y = at::empty(p.x.sizes(), p.x.options());
     int64_t const n = p.x.numel();

@@ -1,0 +1,211 @@
+"""Thin user entry points for the Torch-TensorRT route: AOT compile, torch.compile, engine export, save/load.
+
+All of them make sure the converter is registered and the plugin library is in TensorRT's registry first, so the
+swish op becomes a ``SwishBias`` plugin layer instead of a PyTorch fallback.
+
+``torch.compile`` (JIT) works with the op once ``torch_tensorrt`` is imported (that registers the backends
+``"tensorrt"`` and ``"torch_tensorrt"``) and ``torchtrt_swish`` is imported (that registers the converter)::
+
+    import torch_tensorrt, torchtrt_swish
+    fast = torch.compile(model, backend="tensorrt", dynamic=False, options={
+        "min_block_size": 1,                  # default 5 would leave a conv+swish model entirely in PyTorch
+        "require_full_compilation": False,    # True: error instead of PyTorch fallback for unconverted ops
+        "pass_through_build_failures": True,  # raise TensorRT build errors instead of silently running eagerly
+        "torch_executed_ops": set(),          # ops forced to PyTorch, e.g. {"torch.ops.torchtrt_swish.swish.default"}
+        "use_explicit_typing": True,          # Torch-TensorRT >= 2.9: keep the model's dtypes (strong typing)
+        "disable_tf32": True,                 # bit-closer fp32 convolutions
+        "optimization_level": 3,              # 0-5, builder effort
+        "workspace_size": 1 << 30,            # bytes of builder workspace
+    })
+
+All keys are fields of ``torch_tensorrt.dynamo.CompilationSettings``; ``enabled_precisions`` is deprecated from
+2.9 on (cast the model instead, as :func:`compile` does). :func:`torch_compile` applies these defaults.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import converter
+from .plugin import plugin_library_path
+
+# {dim: (min, max)} or {dim: (min, opt, max)} per positional input; None (or a missing entry) = static input.
+DynamicShapes = Sequence[Mapping[int, Sequence[int]] | None]
+
+# Module -> the torch_tensorrt.Input specs it was compiled with, so save() can re-export without being told.
+_COMPILED_INPUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def unavailable_reason() -> str | None:
+    """Why the TensorRT route cannot run in this process (missing package, GPU or plugin library); None if it can."""
+    for name in ("torch_tensorrt", "tensorrt"):
+        if not _installed(name):
+            return f"{name} is not installed"
+    if not torch.cuda.is_available():
+        return "no CUDA GPU is visible"
+    try:
+        plugin_library_path()
+    except FileNotFoundError as exc:
+        return str(exc)
+    try:
+        import tensorrt  # noqa: F401
+        import torch_tensorrt  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - any import failure means "not available here"
+        return f"importing torch_tensorrt/tensorrt failed: {exc}"
+    if not converter.register():
+        return "the SwishBias converter could not be registered with Torch-TensorRT"
+    return None
+
+
+def _require() -> Any:
+    reason = unavailable_reason()
+    if reason is not None:
+        raise RuntimeError(f"Torch-TensorRT/TensorRT not available ({reason})")
+    import torch_tensorrt
+
+    converter.load_plugin_library()
+    return torch_tensorrt
+
+
+def shape_ranges(shapes: Sequence[Sequence[int]], dynamic_shapes: DynamicShapes | None = None
+                 ) -> list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+    """(min, opt, max) shape per input; a dynamic dim's opt defaults to the example input's size."""
+    dynamic_shapes = list(dynamic_shapes or [])
+    if len(dynamic_shapes) > len(shapes):
+        raise ValueError(f"dynamic_shapes has {len(dynamic_shapes)} entries for {len(shapes)} inputs")
+    out = []
+    for i, shape in enumerate(shapes):
+        lo, opt, hi = list(shape), list(shape), list(shape)
+        for dim, rng in dict((dynamic_shapes[i] if i < len(dynamic_shapes) else None) or {}).items():
+            if not 0 <= dim < len(shape):
+                raise ValueError(f"input {i}: dynamic dim {dim} out of range for shape {tuple(shape)}")
+            if len(rng) == 2:
+                rng = (rng[0], shape[dim], rng[1])
+            a, b, c = (int(v) for v in rng)
+            if not a <= b <= c or not a <= shape[dim] <= c:
+                raise ValueError(f"input {i} dim {dim}: need min <= opt <= max with the example size "
+                                 f"{shape[dim]} inside, got {(a, b, c)}")
+            lo[dim], opt[dim], hi[dim] = a, b, c
+        out.append((tuple(lo), tuple(opt), tuple(hi)))
+    return out
+
+
+def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *,
+           dynamic_shapes: DynamicShapes | None = None) -> torch.export.ExportedProgram:
+    """torch.export the model (runs anywhere, no TensorRT); dynamic dims become torch.export.Dim ranges."""
+    ranges = shape_ranges([tuple(t.shape) for t in inputs], dynamic_shapes)
+    spec: list[dict[int, Any] | None] = []
+    for i, (lo, _opt, hi) in enumerate(ranges):
+        dims = {d: torch.export.Dim(f"in{i}_d{d}", min=lo[d], max=hi[d]) for d in range(len(lo)) if lo[d] != hi[d]}
+        spec.append(dims or None)
+    ds = tuple(spec) if any(s is not None for s in spec) else None
+    return torch.export.export(model, tuple(inputs), dynamic_shapes=ds)
+
+
+def _trt_inputs(torch_tensorrt: Any, ranges: Sequence[tuple], dtype: torch.dtype) -> list[Any]:
+    specs = []
+    for lo, opt, hi in ranges:
+        if lo == hi:
+            specs.append(torch_tensorrt.Input(shape=opt, dtype=dtype))
+        else:
+            specs.append(torch_tensorrt.Input(min_shape=lo, opt_shape=opt, max_shape=hi, dtype=dtype))
+    return specs
+
+
+def _settings(torch_tensorrt: Any, user: Mapping[str, Any]) -> dict[str, Any]:
+    # Defaults that make a two-op model convert at all; a user setting always wins.
+    out: dict[str, Any] = {"min_block_size": 1}
+    fields = {f.name for f in dataclasses.fields(torch_tensorrt.dynamo.CompilationSettings)}
+    if "use_explicit_typing" in fields:  # 2.9+: honour the model's dtypes instead of the weak-typing heuristics
+        out["use_explicit_typing"] = True
+    out.update(user)
+    return out
+
+
+def _prepare(model: torch.nn.Module, inputs: Sequence[torch.Tensor], dtype: torch.dtype, device: Any
+             ) -> tuple[torch.nn.Module, list[torch.Tensor]]:
+    model = model.eval().to(device=device, dtype=dtype)
+    cast = [t.to(device=device, dtype=dtype) if t.is_floating_point() else t.to(device=device) for t in inputs]
+    return model, cast
+
+
+def compile(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, dtype: torch.dtype = torch.float32,
+            dynamic_shapes: DynamicShapes | None = None, device: Any = "cuda", **settings: Any) -> torch.nn.Module:
+    """AOT-compile with torch_tensorrt.compile(ir="dynamo"); the model is cast to dtype, swish -> SwishBias plugin."""
+    torch_tensorrt = _require()
+    model, inputs = _prepare(model, inputs, dtype, device)
+    ranges = shape_ranges([tuple(t.shape) for t in inputs], dynamic_shapes)
+    specs = _trt_inputs(torch_tensorrt, ranges, dtype)
+    program = export(model, inputs, dynamic_shapes=dynamic_shapes)
+    trt_model = torch_tensorrt.compile(program, ir="dynamo", arg_inputs=specs,
+                                       **_settings(torch_tensorrt, settings))
+    _COMPILED_INPUTS[trt_model] = specs
+    return trt_model
+
+
+def torch_compile(model: torch.nn.Module, *, options: Mapping[str, Any] | None = None, dynamic: bool = False
+                  ) -> Any:
+    """torch.compile(model, backend="tensorrt") with min_block_size=1 (see the module docstring for options)."""
+    torch_tensorrt = _require()  # importing torch_tensorrt registers the "tensorrt" backend with torch._dynamo
+    return torch.compile(model, backend="tensorrt", dynamic=dynamic,
+                         options=_settings(torch_tensorrt, dict(options or {})))
+
+
+def trtexec_command(engine_path: Any, library: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> str:
+    """The trtexec line that runs a serialized engine with the SwishBias plugin library loaded."""
+    cmd = f"trtexec --loadEngine={engine_path} --dynamicPlugins={library}"
+    if shapes:
+        cmd += " --shapes=" + ",".join(f"{n}:{'x'.join(str(int(d)) for d in s)}" for n, s in shapes.items())
+    return cmd
+
+
+def export_engine(model: torch.nn.Module, inputs: Sequence[torch.Tensor], path: Any, *,
+                  dtype: torch.dtype = torch.float32, dynamic_shapes: DynamicShapes | None = None,
+                  device: Any = "cuda", **settings: Any) -> Path:
+    """Write a standalone serialized TensorRT engine (whole graph, no PyTorch) and print how to run it."""
+    torch_tensorrt = _require()
+    model, inputs = _prepare(model, inputs, dtype, device)
+    ranges = shape_ranges([tuple(t.shape) for t in inputs], dynamic_shapes)
+    program = export(model, inputs, dynamic_shapes=dynamic_shapes)
+    engine = torch_tensorrt.dynamo.convert_exported_program_to_serialized_trt_engine(
+        program, arg_inputs=_trt_inputs(torch_tensorrt, ranges, dtype), **_settings(torch_tensorrt, settings))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(bytes(engine))
+    # Engine inputs are named after the exported program's user inputs (placeholders).
+    names = [str(s.arg.name) for s in program.graph_signature.input_specs
+             if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+    shapes = {n: r[1] for n, r in zip(names, ranges) if r[0] != r[2]}
+    print(f"wrote {path} ({path.stat().st_size} bytes). Run it without Python with:\n"
+          f"  {trtexec_command(path, plugin_library_path(), shapes)}")
+    return path
+
+
+def save(model: torch.nn.Module, path: Any, inputs: Sequence[Any] | None = None) -> Path:
+    """torch_tensorrt.save a compiled module as an ExportedProgram; inputs default to those it was compiled with."""
+    torch_tensorrt = _require()
+    arg_inputs = list(inputs) if inputs is not None else _COMPILED_INPUTS.get(model)
+    if arg_inputs is None:
+        raise ValueError("save: this module was not compiled by torchtrt_swish.compile; pass the inputs")
+    torch_tensorrt.save(model, str(path), output_format="exported_program", arg_inputs=arg_inputs)
+    return Path(path)
+
+
+def load(path: Any) -> torch.nn.Module:
+    """torch_tensorrt.load a saved module, after loading the plugin library so its engines deserialize."""
+    torch_tensorrt = _require()  # loads libtorchtrt_swish_plugin.so into the registry before any engine is read
+    loaded = torch_tensorrt.load(str(path))
+    return loaded.module() if isinstance(loaded, torch.export.ExportedProgram) else loaded
