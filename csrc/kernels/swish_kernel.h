@@ -5,6 +5,7 @@
 // through the op on the GPU carries over to the plugin.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cuda_runtime_api.h>
 
@@ -23,5 +24,15 @@ cudaError_t launchSwishForward(DType dtype, void const* x, void const* bias, voi
 //! dx[i] = g[i] * s * (1 + x[i] * (1 - s)) with s = sigmoid(x[i]): the fused input gradient, one pass.
 cudaError_t launchSwishBackward(DType dtype, void const* grad, void const* x, void* dx, int64_t n,
     cudaStream_t stream) noexcept;
+
+//! Scratch bytes launchSwishBackwardFused needs for this layout and these pointers' alignment, or 0 when the
+//! layout has no fused path (short per-channel runs); then use launchSwishBackward plus a reduction.
+size_t swishBackwardFusedWorkspace(DType dtype, int64_t n, BiasSpec spec, void const* grad, void const* x,
+    void const* dx) noexcept;
+
+//! dx as launchSwishBackward, plus dbias[c] = sum of grad over the elements whose bias is c (c < spec.channels),
+//! from one read of grad and x. Accumulates in fp32 in a fixed order (deterministic). n > 0.
+cudaError_t launchSwishBackwardFused(DType dtype, void const* grad, void const* x, void* dx, void* dbias, int64_t n,
+    BiasSpec spec, void* workspace, size_t workspaceBytes, cudaStream_t stream) noexcept;
 
 } // namespace torchtrt_swish

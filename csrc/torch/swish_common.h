@@ -38,14 +38,20 @@ inline void checkDtypes(at::Tensor const& x, at::Tensor const& bias, bool allowD
         "), got ", bias.device().str());
 }
 
+inline BiasClass classify(at::Tensor const& x, at::Tensor const& bias)
+{
+    auto const xs = x.sizes();
+    auto const bs = bias.sizes();
+    return classifyBias(xs.data(), static_cast<int32_t>(xs.size()), bs.data(), static_cast<int32_t>(bs.size()));
+}
+
 //! Validate (x, bias) and return contiguous tensors plus the bias spec; materializes non-periodic bias shapes.
 inline Prepared prepare(at::Tensor const& x, at::Tensor const& bias, bool allowDouble)
 {
     checkDtypes(x, bias, allowDouble, "swish");
     auto const xs = x.sizes();
     auto const bs = bias.sizes();
-    BiasClass const cls = classifyBias(xs.data(), static_cast<int32_t>(xs.size()), bs.data(),
-        static_cast<int32_t>(bs.size()));
+    BiasClass const cls = classify(x, bias);
     TORCH_CHECK(cls.broadcastable, "swish: expected bias broadcastable to x without changing x's shape, got bias ",
         dims(bs), " for x ", dims(xs), ": ", cls.why);
     Prepared p;

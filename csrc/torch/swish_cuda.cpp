@@ -47,6 +47,25 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardCuda(at::Tensor const& grad, at:
     at::Tensor const g = grad.contiguous();
     at::Tensor const xc = x.contiguous();
     at::Tensor dx = at::empty(xc.sizes(), xc.options());
+    int64_t const n = xc.numel();
+    DType const dt = toDType(xc.scalar_type());
+    BiasClass const cls = classify(xc, bias);
+    if (n > 0 && cls.periodic)
+    {
+        // One pass over (g, x) for dx and dbias when the layout has a fused kernel.
+        size_t const ws = swishBackwardFusedWorkspace(dt, n, cls.spec, g.const_data_ptr(), xc.const_data_ptr(),
+            dx.const_data_ptr());
+        if (ws > 0)
+        {
+            at::Tensor scratch = at::empty({static_cast<int64_t>((ws + 3) / 4)}, xc.options().dtype(at::kFloat));
+            at::Tensor dbias = at::empty(bias.sizes(), bias.options());
+            checkLaunch(launchSwishBackwardFused(dt, g.const_data_ptr(), xc.const_data_ptr(), dx.mutable_data_ptr(),
+                            dbias.mutable_data_ptr(), n, cls.spec, scratch.mutable_data_ptr(), ws,
+                            c10::cuda::getCurrentCUDAStream()),
+                "swish_backward");
+            return {dx, dbias};
+        }
+    }
     checkLaunch(launchSwishBackward(toDType(xc.scalar_type()), g.const_data_ptr(), xc.const_data_ptr(),
                     dx.mutable_data_ptr(), xc.numel(), c10::cuda::getCurrentCUDAStream()),
         "swish_backward");
