@@ -32,7 +32,7 @@ if [[ $steps == *cpu* ]]; then
     python3 -m pytest -q -p no:cacheprovider -m "not cuda" -x tests 2>&1 | tee "$OUT/pytest_cpu.log" | tail -8
 fi
 if [[ $steps == *all* || $steps == *tests* ]]; then
-    python3 -m pytest -q -p no:cacheprovider -m cuda -rs tests 2>&1 | tee "$OUT/pytest_cuda.log" | tail -25
+    python3 -m pytest -q -p no:cacheprovider -m cuda -rs ${TESTS:-tests} 2>&1 | tee "$OUT/pytest_cuda.log" | tail -25
     [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 fi
 if [[ $steps == *all* || $steps == *sanitize* ]]; then

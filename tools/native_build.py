@@ -223,7 +223,9 @@ def build(inplace: bool = True, jobs: int | None = None) -> NativeResult:
     plugin_srcs = sorted((csrc / "trt_plugin").glob("*.cpp"))
     plugin_lib = BUILD / "libtorchtrt_swish_plugin.so"
     harness_srcs = sorted((csrc / "trt_harness").glob("*.cpp"))
-    if trt_inc is None:
+    if os.environ.get("TORCHTRT_SWISH_SKIP_PLUGIN") == "1":
+        res.notes.append("TensorRT plugin NOT built: TORCHTRT_SWISH_SKIP_PLUGIN=1")
+    elif trt_inc is None:
         res.notes.append(f"TensorRT plugin NOT built: {origin}")
     elif not plugin_srcs:
         res.notes.append("TensorRT plugin NOT built: no sources in csrc/trt_plugin")
