@@ -6,7 +6,9 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
+#include <cstring>
 
 namespace torchtrt_swish {
 namespace {
@@ -14,6 +16,8 @@ namespace {
 constexpr int kTHREADS = 256;
 // Independent 16-byte packs per thread per iteration: enough bytes in flight to cover HBM latency.
 constexpr int kUNROLL = 4;
+// Below this many packs a grid of one pack per thread fills more SMs than unrolled blocks would.
+constexpr int64_t kSMALL_PACKS = int64_t{1} << 17;
 
 template <typename T>
 struct Cvt;
@@ -39,17 +43,38 @@ struct Cvt<__nv_bfloat16>
     static __device__ __forceinline__ __nv_bfloat16 fromF(float v) { return __float2bfloat16_rn(v); }
 };
 
-// Same formula and operation order as PyTorch's silu (x / (1 + exp(-x))) so special values match it exactly;
-// the _rn intrinsics keep the compiler from contracting the bias add into an FMA.
-__device__ __forceinline__ float swishBias(float x, float b)
+// 1/v with a 1-ulp hardware approximation; subnormal results are kept (no .ftz), 1/inf = 0.
+__device__ __forceinline__ float rcpApprox(float v)
 {
-    return __fadd_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(-x))), b);
+    float r;
+    asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
 }
 
-// PyTorch's silu_backward: g * s * (1 + x * (1 - s)), s = 1 / (1 + exp(-x)).
+// fp32 outputs: PyTorch's silu formula and operation order (x / (1 + exp(-x))), IEEE divide, so results match
+// F.silu(x) + b; the _rn intrinsics keep the compiler from contracting the bias add into an FMA.
+// fp16/bf16 outputs: the same exp, then x * rcp(1 + e) + b in one FMA. Its fp32 error (a few fp32 ulps) is far
+// below half an fp16/bf16 ulp, special values are unchanged (1/inf = 0, -inf * 0 = NaN), and it drops the
+// divide's slow-path check that made the half kernels compute-bound.
+template <typename T>
+__device__ __forceinline__ float swishBias(float x, float b)
+{
+    if constexpr (sizeof(T) == 4)
+    {
+        return __fadd_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(-x))), b);
+    }
+    else
+    {
+        return fmaf(x, rcpApprox(1.0f + expf(-x)), b);
+    }
+}
+
+// PyTorch's silu_backward: g * s * (1 + x * (1 - s)), s = 1 / (1 + exp(-x)); half types use the fast reciprocal.
+template <typename T>
 __device__ __forceinline__ float swishGrad(float g, float x)
 {
-    float const s = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x)));
+    float const d = __fadd_rn(1.0f, expf(-x));
+    float const s = sizeof(T) == 4 ? __fdiv_rn(1.0f, d) : rcpApprox(d);
     return g * s * (1.0f + x * (1.0f - s));
 }
 
@@ -59,12 +84,62 @@ struct alignas(sizeof(T) * kVEC) Pack
     T v[kVEC];
 };
 
-enum class Mode : int { kSCALAR, kFULL, kPERIODIC };
+// Division by a run-time constant: multiply-high + shift for 32-bit dividends (Granlund-Montgomery), plain
+// 64-bit division otherwise. Integer division per pack would otherwise cost more than the math it indexes.
+struct FastDiv
+{
+    uint64_t d{1};
+    uint32_t mul{1};
+    uint32_t shift{0};
 
-// Bias lookup for kVEC consecutive elements starting at flat index i: one division per pack, then increments.
+    static FastDiv make(int64_t divisor)
+    {
+        FastDiv f;
+        f.d = static_cast<uint64_t>(divisor);
+        if (f.d > 0xffffffffULL)
+        {
+            return f; // div() takes the 64-bit path for such divisors
+        }
+        while ((uint64_t{1} << f.shift) < f.d)
+        {
+            ++f.shift;
+        }
+        f.mul = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << f.shift) - f.d)) / f.d + 1);
+        return f;
+    }
+
+    __device__ __forceinline__ uint64_t div(uint64_t n) const
+    {
+        if (n <= 0xffffffffULL && d <= 0xffffffffULL)
+        {
+            auto const n32 = static_cast<uint32_t>(n);
+            return (static_cast<uint64_t>(__umulhi(n32, mul)) + n32) >> shift;
+        }
+        return n / d;
+    }
+};
+
+enum class Mode : int
+{
+    kSCALAR,      // one bias value
+    kFULL,        // bias[i]
+    kLAST_VEC,    // bias[i % C], C a multiple of the pack width: one 16-byte bias load per pack
+    kUNIFORM_VEC, // bias[(i / inner) % C], inner a multiple of the pack width: one bias value per pack
+    kPERIODIC     // bias[(i / inner) % C], anything else: per-element lookup
+};
+
+struct FwdParams
+{
+    BiasSpec spec;
+    FastDiv byPacksPerRow; // kLAST_VEC: C / kVEC;  kUNIFORM_VEC: inner / kVEC
+    FastDiv byChannels;    // kUNIFORM_VEC: C
+    int64_t offset;        // flat index of element 0 (scalar tail launches)
+};
+
+// Bias for kVEC consecutive elements starting at flat index i (pack index p when vectorized).
 template <typename T, int kVEC, Mode kMODE>
-__device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalarBias, int64_t i, BiasSpec spec,
-    float (&out)[kVEC])
+__device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalarBias, int64_t i, int64_t p,
+    FwdParams const& prm, float (&out)[kVEC])
 {
     if constexpr (kMODE == Mode::kSCALAR)
     {
@@ -74,35 +149,55 @@ __device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalar
             out[k] = scalarBias;
         }
     }
-    else if constexpr (kMODE == Mode::kFULL)
+    else if constexpr (kMODE == Mode::kFULL || kMODE == Mode::kLAST_VEC)
     {
+        int64_t j = i;
+        if constexpr (kMODE == Mode::kLAST_VEC)
+        {
+            uint64_t const q = prm.byPacksPerRow.div(static_cast<uint64_t>(p));
+            j = (p - static_cast<int64_t>(q * prm.byPacksPerRow.d)) * kVEC;
+        }
         if constexpr (kVEC > 1)
         {
-            Pack<T, kVEC> const p = *reinterpret_cast<Pack<T, kVEC> const*>(bias + i);
+            static_assert(sizeof(Pack<T, kVEC>) == sizeof(uint4), "bias packs are 16 bytes");
+            uint4 const raw = __ldg(reinterpret_cast<uint4 const*>(bias + j)); // read-only path, bias is reused
+            Pack<T, kVEC> b;
+            memcpy(&b, &raw, sizeof(raw));
 #pragma unroll
             for (int k = 0; k < kVEC; ++k)
             {
-                out[k] = Cvt<T>::toF(p.v[k]);
+                out[k] = Cvt<T>::toF(b.v[k]);
             }
         }
         else
         {
-            out[0] = Cvt<T>::toF(bias[i]);
+            out[0] = Cvt<T>::toF(bias[j]);
+        }
+    }
+    else if constexpr (kMODE == Mode::kUNIFORM_VEC)
+    {
+        uint64_t const q = prm.byPacksPerRow.div(static_cast<uint64_t>(p));
+        uint64_t const c = q - prm.byChannels.div(q) * prm.byChannels.d;
+        float const b = Cvt<T>::toF(__ldg(bias + c));
+#pragma unroll
+        for (int k = 0; k < kVEC; ++k)
+        {
+            out[k] = b;
         }
     }
     else
     {
-        int64_t q = i / spec.inner;
-        int64_t r = i - q * spec.inner;
-        int64_t c = q % spec.channels;
+        int64_t q = i / prm.spec.inner;
+        int64_t r = i - q * prm.spec.inner;
+        int64_t c = q % prm.spec.channels;
 #pragma unroll
         for (int k = 0; k < kVEC; ++k)
         {
             out[k] = Cvt<T>::toF(__ldg(bias + c));
-            if (++r == spec.inner)
+            if (++r == prm.spec.inner)
             {
                 r = 0;
-                if (++c == spec.channels)
+                if (++c == prm.spec.channels)
                 {
                     c = 0;
                 }
@@ -111,21 +206,20 @@ __device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalar
     }
 }
 
-template <typename T, int kVEC, Mode kMODE>
+template <typename T, int kVEC, Mode kMODE, int kU>
 __global__ void __launch_bounds__(kTHREADS) swishForwardKernel(T const* __restrict__ x, T const* __restrict__ bias,
-    T* __restrict__ y, int64_t nPacks, BiasSpec spec, int64_t offset)
+    T* __restrict__ y, int64_t nPacks, FwdParams prm)
 {
     using P = Pack<T, kVEC>;
     float const scalarBias = kMODE == Mode::kSCALAR ? Cvt<T>::toF(bias[0]) : 0.0f;
     P const* xp = reinterpret_cast<P const*>(x);
     P* yp = reinterpret_cast<P*>(y);
-    int64_t const stride = static_cast<int64_t>(gridDim.x) * kTHREADS * kUNROLL;
-    for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTHREADS * kUNROLL + threadIdx.x; base < nPacks;
-         base += stride)
+    int64_t const stride = static_cast<int64_t>(gridDim.x) * kTHREADS * kU;
+    for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTHREADS * kU + threadIdx.x; base < nPacks; base += stride)
     {
-        P in[kUNROLL];
+        P in[kU];
 #pragma unroll
-        for (int u = 0; u < kUNROLL; ++u)
+        for (int u = 0; u < kU; ++u)
         {
             int64_t const p = base + static_cast<int64_t>(u) * kTHREADS;
             if (p < nPacks)
@@ -134,18 +228,18 @@ __global__ void __launch_bounds__(kTHREADS) swishForwardKernel(T const* __restri
             }
         }
 #pragma unroll
-        for (int u = 0; u < kUNROLL; ++u)
+        for (int u = 0; u < kU; ++u)
         {
             int64_t const p = base + static_cast<int64_t>(u) * kTHREADS;
             if (p < nPacks)
             {
                 float b[kVEC];
-                biasFor<T, kVEC, kMODE>(bias, scalarBias, offset + p * kVEC, spec, b);
+                biasFor<T, kVEC, kMODE>(bias, scalarBias, prm.offset + p * kVEC, p, prm, b);
                 P out;
 #pragma unroll
                 for (int k = 0; k < kVEC; ++k)
                 {
-                    out.v[k] = Cvt<T>::fromF(swishBias(Cvt<T>::toF(in[u].v[k]), b[k]));
+                    out.v[k] = Cvt<T>::fromF(swishBias<T>(Cvt<T>::toF(in[u].v[k]), b[k]));
                 }
                 yp[p] = out;
             }
@@ -187,7 +281,7 @@ __global__ void __launch_bounds__(kTHREADS) swishBackwardKernel(T const* __restr
 #pragma unroll
                 for (int k = 0; k < kVEC; ++k)
                 {
-                    out.v[k] = Cvt<T>::fromF(swishGrad(Cvt<T>::toF(gi[u].v[k]), Cvt<T>::toF(xi[u].v[k])));
+                    out.v[k] = Cvt<T>::fromF(swishGrad<T>(Cvt<T>::toF(gi[u].v[k]), Cvt<T>::toF(xi[u].v[k])));
                 }
                 dp[p] = out;
             }
@@ -289,7 +383,7 @@ __global__ void __launch_bounds__(kTHREADS) swishBackwardRowsKernel(T const* __r
                 {
                     float const gv = Cvt<T>::toF(gi[u].v[k]);
                     acc += gv;
-                    out.v[k] = Cvt<T>::fromF(swishGrad(gv, Cvt<T>::toF(xi[u].v[k])));
+                    out.v[k] = Cvt<T>::fromF(swishGrad<T>(gv, Cvt<T>::toF(xi[u].v[k])));
                 }
                 dp[p] = out;
             }
@@ -300,7 +394,7 @@ __global__ void __launch_bounds__(kTHREADS) swishBackwardRowsKernel(T const* __r
     {
         float const gv = Cvt<T>::toF(g[begin + i]);
         acc += gv;
-        dx[begin + i] = Cvt<T>::fromF(swishGrad(gv, Cvt<T>::toF(x[begin + i])));
+        dx[begin + i] = Cvt<T>::fromF(swishGrad<T>(gv, Cvt<T>::toF(x[begin + i])));
     }
     float const total = blockSum(acc, smem);
     if (threadIdx.x == 0)
@@ -395,7 +489,7 @@ __global__ void __launch_bounds__(kTHREADS) swishBackwardColsKernel(T const* __r
                     {
                         float const gv = Cvt<T>::toF(gi[u].v[k]);
                         acc[k] += gv;
-                        out.v[k] = Cvt<T>::fromF(swishGrad(gv, Cvt<T>::toF(xi[u].v[k])));
+                        out.v[k] = Cvt<T>::fromF(swishGrad<T>(gv, Cvt<T>::toF(xi[u].v[k])));
                     }
                     dp[rr * plan.packsPerRow + col] = out;
                 }
@@ -473,6 +567,28 @@ struct FusedPlan
     size_t workspace{0};
 };
 
+// Multiprocessors of the current device, cached: the fused backward sizes its blocks so small tensors still
+// spread over the whole chip (cudaDeviceGetAttribute is cheap, but not free per launch).
+int smCount()
+{
+    static std::atomic<int> cache[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+    {
+        return 132;
+    }
+    int v = cache[dev].load(std::memory_order_relaxed);
+    if (v == 0)
+    {
+        if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v <= 0)
+        {
+            v = 132;
+        }
+        cache[dev].store(v, std::memory_order_relaxed);
+    }
+    return v;
+}
+
 int vecWidth(DType t)
 {
     return t == DType::kFLOAT32 ? 4 : 8;
@@ -495,7 +611,11 @@ FusedPlan planFused(DType dtype, int64_t n, BiasSpec spec, void const* g, void c
         r.len = spec.channels == 1 ? n : spec.inner;
         r.rows = n / r.len;
         plan.vec = (aligned && r.len % vw == 0) || (aligned && r.rows == 1) ? vw : 1;
-        r.chunkElems = kROW_CHUNK_PACKS * plan.vec;
+        // Aim for at least two blocks per SM, one pack per thread at the least, kROW_CHUNK_PACKS at the most.
+        int64_t const want = (n / plan.vec + 2 * smCount() - 1) / (2 * smCount());
+        int64_t const chunkPacks = std::clamp<int64_t>((want + kTHREADS - 1) / kTHREADS * kTHREADS, kTHREADS,
+            kROW_CHUNK_PACKS);
+        r.chunkElems = chunkPacks * plan.vec;
         r.chunks = (r.len + r.chunkElems - 1) / r.chunkElems;
         plan.outer = spec.channels == 1 ? 1 : plan.outer;
         plan.kind = FusedKind::kROWS;
@@ -512,7 +632,8 @@ FusedPlan planFused(DType dtype, int64_t n, BiasSpec spec, void const* g, void c
         c.tiles = (c.packsPerRow + c.tilePacks - 1) / c.tilePacks;
         c.rowsPerStep = kTHREADS / c.tilePacks;
         int64_t const perStep = c.rowsPerStep * c.tilePacks * plan.vec;
-        int64_t const steps = std::max<int64_t>(1, kCOL_BLOCK_ELEMS / perStep);
+        int64_t const blockElems = std::clamp<int64_t>(n / (2 * smCount()), 1024, kCOL_BLOCK_ELEMS);
+        int64_t const steps = std::max<int64_t>(1, blockElems / perStep);
         c.rowsPerBlock = c.rowsPerStep * steps;
         c.rowChunks = (c.rows + c.rowsPerBlock - 1) / c.rowsPerBlock;
         plan.kind = FusedKind::kCOLS;
@@ -574,9 +695,9 @@ cudaError_t fused(FusedPlan const& plan, void const* g, void const* x, void* dx,
                           : runFused<T, 1>(plan, g, x, dx, dbias, ws, stream);
 }
 
-unsigned gridFor(int64_t nPacks)
+unsigned gridFor(int64_t nPacks, int unroll = kUNROLL)
 {
-    int64_t const perBlock = static_cast<int64_t>(kTHREADS) * kUNROLL;
+    int64_t const perBlock = static_cast<int64_t>(kTHREADS) * unroll;
     int64_t const blocks = (nPacks + perBlock - 1) / perBlock;
     // Grid-stride loops cover whatever a capped grid leaves over.
     return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(blocks, 1), INT_MAX));
@@ -588,45 +709,69 @@ bool aligned16(void const* p)
 }
 
 template <typename T, int kVEC, Mode kMODE>
-void launchFwd(T const* x, T const* bias, T* y, int64_t nPacks, BiasSpec spec, int64_t offset, cudaStream_t stream)
+void launchFwd(T const* x, T const* bias, T* y, int64_t nPacks, FwdParams const& prm, cudaStream_t stream)
 {
-    swishForwardKernel<T, kVEC, kMODE><<<gridFor(nPacks), kTHREADS, 0, stream>>>(x, bias, y, nPacks, spec, offset);
+    if (nPacks <= kSMALL_PACKS)
+    {
+        swishForwardKernel<T, kVEC, kMODE, 1><<<gridFor(nPacks, 1), kTHREADS, 0, stream>>>(x, bias, y, nPacks, prm);
+    }
+    else
+    {
+        swishForwardKernel<T, kVEC, kMODE, kUNROLL>
+            <<<gridFor(nPacks, kUNROLL), kTHREADS, 0, stream>>>(x, bias, y, nPacks, prm);
+    }
 }
 
-template <typename T, Mode kMODE>
-void forwardMode(T const* x, T const* bias, T* y, int64_t n, BiasSpec spec, cudaStream_t stream)
+// Vector body over the 16-byte-aligned head, then a scalar launch for the tail (or for everything when a
+// pointer is misaligned, e.g. an offset view).
+template <typename T, Mode kVEC_MODE, Mode kTAIL_MODE>
+void forwardMode(T const* x, T const* bias, T* y, int64_t n, FwdParams prm, bool vecOk, cudaStream_t stream)
 {
     constexpr int kVEC = 16 / sizeof(T);
-    bool const vec = aligned16(x) && aligned16(y) && (kMODE != Mode::kFULL || aligned16(bias));
-    int64_t const head = vec ? (n / kVEC) * kVEC : 0;
+    int64_t const head = vecOk ? (n / kVEC) * kVEC : 0;
     if (head > 0)
     {
-        launchFwd<T, kVEC, kMODE>(x, bias, y, head / kVEC, spec, 0, stream);
+        launchFwd<T, kVEC, kVEC_MODE>(x, bias, y, head / kVEC, prm, stream);
     }
     if (n > head)
     {
-        // Scalar tail, or the whole tensor when a pointer is misaligned (offset views).
-        launchFwd<T, 1, kMODE>(x + head, bias, y + head, n - head, spec, head, stream);
+        prm.offset = head;
+        launchFwd<T, 1, kTAIL_MODE>(x + head, kTAIL_MODE == Mode::kFULL ? bias + head : bias, y + head, n - head,
+            prm, stream);
     }
 }
 
 template <typename T>
 cudaError_t forward(void const* x, void const* bias, void* y, int64_t n, BiasSpec spec, cudaStream_t stream)
 {
+    constexpr int kVEC = 16 / sizeof(T);
     auto const* xt = static_cast<T const*>(x);
     auto const* bt = static_cast<T const*>(bias);
     auto* yt = static_cast<T*>(y);
+    FwdParams prm{spec, FastDiv{}, FastDiv{}, 0};
+    bool const io = aligned16(x) && aligned16(y);
     if (spec.channels == 1)
     {
-        forwardMode<T, Mode::kSCALAR>(xt, bt, yt, n, spec, stream);
+        forwardMode<T, Mode::kSCALAR, Mode::kSCALAR>(xt, bt, yt, n, prm, io, stream);
     }
     else if (spec.inner == 1 && spec.channels == n)
     {
-        forwardMode<T, Mode::kFULL>(xt, bt, yt, n, spec, stream);
+        forwardMode<T, Mode::kFULL, Mode::kFULL>(xt, bt, yt, n, prm, io && aligned16(bias), stream);
+    }
+    else if (spec.inner == 1 && spec.channels % kVEC == 0 && io && aligned16(bias))
+    {
+        prm.byPacksPerRow = FastDiv::make(spec.channels / kVEC);
+        forwardMode<T, Mode::kLAST_VEC, Mode::kPERIODIC>(xt, bt, yt, n, prm, true, stream);
+    }
+    else if (spec.inner % kVEC == 0 && io)
+    {
+        prm.byPacksPerRow = FastDiv::make(spec.inner / kVEC);
+        prm.byChannels = FastDiv::make(spec.channels);
+        forwardMode<T, Mode::kUNIFORM_VEC, Mode::kPERIODIC>(xt, bt, yt, n, prm, true, stream);
     }
     else
     {
-        forwardMode<T, Mode::kPERIODIC>(xt, bt, yt, n, spec, stream);
+        forwardMode<T, Mode::kPERIODIC, Mode::kPERIODIC>(xt, bt, yt, n, prm, io, stream);
     }
     return cudaGetLastError();
 }

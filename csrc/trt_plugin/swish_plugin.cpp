@@ -1,0 +1,810 @@
+#include "swish_plugin.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "plugin_logging.h"
+
+namespace torchtrt_swish {
+namespace plugin {
+namespace {
+
+using nvinfer1::DataType;
+using nvinfer1::Dims;
+using nvinfer1::ErrorCode;
+using nvinfer1::TensorFormat;
+
+constexpr int64_t kUNBOUNDED = std::numeric_limits<int64_t>::max();
+
+bool isSupportedType(DataType t) noexcept
+{
+    return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16;
+}
+
+DType toKernelType(DataType t) noexcept
+{
+    return t == DataType::kHALF ? DType::kFLOAT16 : (t == DataType::kBF16 ? DType::kBFLOAT16 : DType::kFLOAT32);
+}
+
+std::string typeName(DataType t)
+{
+    switch (t)
+    {
+    case DataType::kFLOAT: return "kFLOAT";
+    case DataType::kHALF: return "kHALF";
+    case DataType::kBF16: return "kBF16";
+    default: return "DataType(" + std::to_string(static_cast<int32_t>(t)) + ")";
+    }
+}
+
+std::string dimsString(Dims const& d)
+{
+    if (d.nbDims < 0 || d.nbDims > Dims::MAX_DIMS)
+    {
+        return "<invalid rank " + std::to_string(d.nbDims) + ">";
+    }
+    return shapeString(d.d, d.nbDims);
+}
+
+bool validRank(Dims const& d) noexcept
+{
+    return d.nbDims >= 0 && d.nbDims <= Dims::MAX_DIMS;
+}
+
+bool sameDims(Dims const& a, Dims const& b) noexcept
+{
+    return validRank(a) && a.nbDims == b.nbDims && std::equal(a.d, a.d + a.nbDims, b.d);
+}
+
+//! "" when the plugin can have this many inputs/outputs, else why not.
+std::string checkCounts(int32_t nbInputs, int32_t nbOutputs)
+{
+    if (nbInputs != 1 && nbInputs != 2)
+    {
+        return "expected 1 input (x, bias from the field) or 2 inputs (x, bias), got " + std::to_string(nbInputs);
+    }
+    if (nbOutputs != 1)
+    {
+        return "expected 1 output, got " + std::to_string(nbOutputs);
+    }
+    return {};
+}
+
+bool acceptedKind(BiasClass const& c) noexcept
+{
+    return c.broadcastable && c.periodic && c.kind != BiasKind::kBLOCK;
+}
+
+std::string rejection(BiasClass const& c, int64_t const* x, int32_t xr, int64_t const* b, int32_t br)
+{
+    if (!c.why.empty() && (!c.broadcastable || !c.periodic))
+    {
+        return c.why;
+    }
+    return "bias shape " + shapeString(b, br) + " broadcasts to x shape " + shapeString(x, xr)
+        + " as a block layout; SwishBias supports scalar, per-channel (dim 1 or last dim) and full-shape bias";
+}
+
+// ---------------------------------------------------------------- build-time bias layout check (dynamic dims)
+//
+// At build time a dimension may be unknown (-1) within a profile range. Which layout a bias has depends on x's
+// dimensions only through "is it 1" and "does it equal the bias dimension", so trying a 1 and a non-1 value for
+// each unknown dimension (consistently paired with the aligned bias dimension) covers every runtime shape.
+
+struct DimRange
+{
+    int64_t lo;
+    int64_t hi;
+    bool contains(int64_t v) const noexcept { return lo <= v && v <= hi; }
+    bool hasNonOne() const noexcept { return lo < 1 || hi > 1; }
+    //! Some value in range other than 1 (range must have one).
+    int64_t nonOne() const noexcept { return std::max<int64_t>(lo, 2) <= hi ? std::max<int64_t>(lo, 2) : 0; }
+};
+
+DimRange rangeOf(int64_t dim, Dims const* minD, Dims const* maxD, int32_t i) noexcept
+{
+    if (dim >= 0)
+    {
+        return DimRange{dim, dim};
+    }
+    int64_t lo = 0;
+    int64_t hi = kUNBOUNDED;
+    if (minD != nullptr && i < minD->nbDims && minD->d[i] >= 0)
+    {
+        lo = minD->d[i];
+    }
+    if (maxD != nullptr && i < maxD->nbDims && maxD->d[i] >= 0)
+    {
+        hi = std::max(maxD->d[i], lo);
+    }
+    return DimRange{lo, hi};
+}
+
+struct LayoutVerdict
+{
+    bool anyAccepted{false}; //!< some runtime shape in range works
+    bool allAccepted{true};  //!< every broadcastable runtime shape in range works
+    std::string why;         //!< first reason a shape in range is rejected
+};
+
+struct TensorRanges
+{
+    Dims dims{};
+    Dims const* min{nullptr};
+    Dims const* max{nullptr};
+};
+
+LayoutVerdict assessLayout(TensorRanges const& x, TensorRanges const& b)
+{
+    LayoutVerdict v;
+    int32_t const xr = x.dims.nbDims;
+    int32_t const br = b.dims.nbDims;
+    if (br > xr)
+    {
+        v.allAccepted = false;
+        v.why = "bias shape " + dimsString(b.dims) + " has more dimensions than x shape " + dimsString(x.dims)
+            + ", which would change the output shape";
+        return v;
+    }
+    int32_t const off = xr - br;
+    // Candidate (x value, bias value) pairs per x dimension; bias value 1 for leading dims without a bias dim.
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> options(static_cast<size_t>(xr));
+    for (int32_t d = 0; d < xr; ++d)
+    {
+        DimRange const xrng = rangeOf(x.dims.d[d], x.min, x.max, d);
+        DimRange const brng = d >= off ? rangeOf(b.dims.d[d - off], b.min, b.max, d - off) : DimRange{1, 1};
+        auto& opt = options[static_cast<size_t>(d)];
+        if (brng.contains(1))
+        {
+            if (xrng.contains(1))
+            {
+                opt.emplace_back(1, 1);
+            }
+            if (xrng.hasNonOne())
+            {
+                opt.emplace_back(xrng.lo == xrng.hi ? xrng.lo : xrng.nonOne(), 1);
+            }
+        }
+        if (brng.hasNonOne())
+        {
+            // A non-1 bias dimension must equal x's: find one common non-1 value.
+            DimRange const both{std::max(xrng.lo, brng.lo), std::min(xrng.hi, brng.hi)};
+            if (both.lo <= both.hi && both.hasNonOne())
+            {
+                int64_t const val = both.lo == both.hi ? both.lo : both.nonOne();
+                opt.emplace_back(val, val);
+            }
+        }
+        if (opt.empty())
+        {
+            v.allAccepted = false;
+            v.why = "bias shape " + dimsString(b.dims) + " can never broadcast to x shape " + dimsString(x.dims)
+                + " without changing it (x dim " + std::to_string(d) + ")";
+            return v;
+        }
+    }
+    // Odometer over the candidate combinations (at most 3^8).
+    std::vector<size_t> idx(static_cast<size_t>(xr), 0);
+    int64_t xs[Dims::MAX_DIMS] = {};
+    int64_t bs[Dims::MAX_DIMS] = {};
+    while (true)
+    {
+        for (int32_t d = 0; d < xr; ++d)
+        {
+            auto const& p = options[static_cast<size_t>(d)][idx[static_cast<size_t>(d)]];
+            xs[d] = p.first;
+            if (d >= off)
+            {
+                bs[d - off] = p.second;
+            }
+        }
+        BiasClass const c = classifyBias(xs, xr, bs, br);
+        if (acceptedKind(c))
+        {
+            v.anyAccepted = true;
+        }
+        else if (v.allAccepted)
+        {
+            v.allAccepted = false;
+            v.why = rejection(c, xs, xr, bs, br);
+        }
+        int32_t d = xr - 1;
+        for (; d >= 0; --d)
+        {
+            auto& i = idx[static_cast<size_t>(d)];
+            if (++i < options[static_cast<size_t>(d)].size())
+            {
+                break;
+            }
+            i = 0;
+        }
+        if (d < 0)
+        {
+            break;
+        }
+    }
+    return v;
+}
+
+//! Build a launch plan from concrete descriptions; "" on success, else why not.
+std::string makePlan(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
+    int32_t nbOutputs, LaunchPlan& plan)
+{
+    std::string why = checkCounts(nbInputs, nbOutputs);
+    if (!why.empty())
+    {
+        return why;
+    }
+    if (in == nullptr || out == nullptr)
+    {
+        return "null tensor descriptions";
+    }
+    nvinfer1::PluginTensorDesc const& x = in[0];
+    if (!isSupportedType(x.type))
+    {
+        return "x has unsupported type " + typeName(x.type) + " (supported: kFLOAT, kHALF, kBF16)";
+    }
+    for (int32_t i = 0; i < nbInputs + nbOutputs; ++i)
+    {
+        nvinfer1::PluginTensorDesc const& t = i < nbInputs ? in[i] : out[i - nbInputs];
+        if (t.type != x.type)
+        {
+            return "tensor " + std::to_string(i) + " has type " + typeName(t.type) + ", expected x's type "
+                + typeName(x.type);
+        }
+        if (t.format != TensorFormat::kLINEAR)
+        {
+            return "tensor " + std::to_string(i) + " has format " + std::to_string(static_cast<int32_t>(t.format))
+                + ", expected kLINEAR";
+        }
+        if (!validRank(t.dims))
+        {
+            return "tensor " + std::to_string(i) + " has invalid rank " + std::to_string(t.dims.nbDims);
+        }
+        for (int32_t d = 0; d < t.dims.nbDims; ++d)
+        {
+            if (t.dims.d[d] < 0)
+            {
+                return "tensor " + std::to_string(i) + " has unresolved dimensions " + dimsString(t.dims);
+            }
+        }
+    }
+    if (!sameDims(out[0].dims, x.dims))
+    {
+        return "output shape " + dimsString(out[0].dims) + " differs from x shape " + dimsString(x.dims);
+    }
+    int64_t numel = 1;
+    for (int32_t d = 0; d < x.dims.nbDims; ++d)
+    {
+        int64_t const e = x.dims.d[d];
+        if (e != 0 && numel > std::numeric_limits<int64_t>::max() / e)
+        {
+            return "x shape " + dimsString(x.dims) + " has more elements than int64 can count";
+        }
+        numel *= e;
+    }
+    LaunchPlan p;
+    p.nbInputs = nbInputs;
+    p.type = x.type;
+    p.xDims = x.dims;
+    p.numel = numel;
+    p.spec = BiasSpec{1, 1};
+    if (nbInputs == 2)
+    {
+        p.biasDims = in[1].dims;
+        BiasClass const c = classifyBias(x.dims.d, x.dims.nbDims, in[1].dims.d, in[1].dims.nbDims);
+        if (!acceptedKind(c))
+        {
+            return rejection(c, x.dims.d, x.dims.nbDims, in[1].dims.d, in[1].dims.nbDims);
+        }
+        p.spec = c.spec;
+    }
+    p.valid = true;
+    plan = p;
+    return {};
+}
+
+bool planMatches(LaunchPlan const& p, nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out)
+    noexcept
+{
+    return p.valid && in[0].type == p.type && out[0].type == p.type && sameDims(in[0].dims, p.xDims)
+        && sameDims(out[0].dims, p.xDims) && (p.nbInputs == 1 || (in[1].type == p.type && sameDims(in[1].dims, p.biasDims)))
+        && in[0].format == TensorFormat::kLINEAR && out[0].format == TensorFormat::kLINEAR
+        && (p.nbInputs == 1 || in[1].format == TensorFormat::kLINEAR);
+}
+
+std::string cudaErrorText(cudaError_t e)
+{
+    return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
+}
+
+DeviceBiasImage encodeBias(float v) noexcept
+{
+    DeviceBiasImage img{};
+    img.f32 = v;
+    // CUDA's host-side round-to-nearest-even conversions: the same rounding torch uses for float -> half/bfloat16.
+    __half const h = __float2half_rn(v);
+    __nv_bfloat16 const b = __float2bfloat16_rn(v);
+    std::memcpy(&img.f16, &h, sizeof(img.f16));
+    std::memcpy(&img.bf16, &b, sizeof(img.bf16));
+    return img;
+}
+
+//! Allows cudaMalloc/stream calls on this thread while some stream may be capturing a CUDA graph.
+class RelaxedCaptureScope
+{
+public:
+    RelaxedCaptureScope() noexcept
+    {
+        mOk = cudaThreadExchangeStreamCaptureMode(&mMode) == cudaSuccess;
+    }
+    ~RelaxedCaptureScope()
+    {
+        if (mOk)
+        {
+            cudaThreadExchangeStreamCaptureMode(&mMode);
+        }
+    }
+    RelaxedCaptureScope(RelaxedCaptureScope const&) = delete;
+    RelaxedCaptureScope& operator=(RelaxedCaptureScope const&) = delete;
+
+private:
+    cudaStreamCaptureMode mMode{cudaStreamCaptureModeRelaxed};
+    bool mOk{false};
+};
+
+} // namespace
+
+SwishBiasPlugin::SwishBiasPlugin(float fieldBias)
+    : mFieldBias(fieldBias)
+{
+    // Points into this object, which is why the plugin is never copied, only re-created by clone().
+    mSerialField = nvinfer1::PluginField(kFIELD_BIAS, &mFieldBias, nvinfer1::PluginFieldType::kFLOAT32, 1);
+    mSerialFields.nbFields = 1;
+    mSerialFields.fields = &mSerialField;
+}
+
+SwishBiasPlugin::~SwishBiasPlugin()
+{
+    if (mDeviceBias != nullptr)
+    {
+        // Errors are ignored on purpose: at process exit the CUDA context may already be gone.
+        cudaFree(mDeviceBias);
+        mDeviceBias = nullptr;
+    }
+}
+
+void SwishBiasPlugin::reportRuntimeError(char const* where, ErrorCode code, std::string const& msg) const noexcept
+{
+    logMessage(Severity::kERROR, where, msg);
+    if (mErrorRecorder != nullptr)
+    {
+        try
+        {
+            std::string desc = std::string("SwishBias: ") + where + ": " + msg;
+            if (desc.size() > nvinfer1::IErrorRecorder::kMAX_DESC_LENGTH)
+            {
+                desc.resize(nvinfer1::IErrorRecorder::kMAX_DESC_LENGTH);
+            }
+            mErrorRecorder->reportError(code, desc.c_str());
+        }
+        catch (...)
+        {
+        }
+    }
+}
+
+void const* SwishBiasPlugin::deviceFieldBias(DataType type, std::string& error)
+{
+    std::lock_guard<std::mutex> const lock(mDeviceBiasMutex);
+    int32_t device = -1;
+    cudaError_t e = cudaGetDevice(&device);
+    if (e != cudaSuccess)
+    {
+        error = "cudaGetDevice failed: " + cudaErrorText(e);
+        return nullptr;
+    }
+    if (mDeviceBias == nullptr)
+    {
+        // Once per plugin object, on first use. Relaxed capture mode keeps a first enqueue inside a CUDA graph
+        // capture legal; the copy uses a private non-blocking stream so it neither joins nor disturbs the caller's.
+        RelaxedCaptureScope const relaxed;
+        DeviceBiasImage const img = encodeBias(mFieldBias);
+        void* mem = nullptr;
+        e = cudaMalloc(&mem, sizeof(DeviceBiasImage));
+        if (e != cudaSuccess)
+        {
+            error = "cudaMalloc of the bias buffer failed: " + cudaErrorText(e);
+            return nullptr;
+        }
+        cudaStream_t copyStream = nullptr;
+        e = cudaStreamCreateWithFlags(&copyStream, cudaStreamNonBlocking);
+        if (e == cudaSuccess)
+        {
+            e = cudaMemcpyAsync(mem, &img, sizeof(img), cudaMemcpyHostToDevice, copyStream);
+            cudaError_t const s = cudaStreamSynchronize(copyStream);
+            e = e != cudaSuccess ? e : s;
+            cudaStreamDestroy(copyStream);
+        }
+        if (e != cudaSuccess)
+        {
+            cudaFree(mem);
+            error = "copying the bias to the device failed: " + cudaErrorText(e);
+            return nullptr;
+        }
+        mDeviceBias = static_cast<DeviceBiasImage*>(mem);
+        mDeviceBiasDevice = device;
+    }
+    else if (device != mDeviceBiasDevice)
+    {
+        error = "plugin used on device " + std::to_string(device) + " but its bias lives on device "
+            + std::to_string(mDeviceBiasDevice) + "; use one plugin object per device";
+        return nullptr;
+    }
+    // Byte offsets, not member access: mDeviceBias points to device memory.
+    auto const* base = reinterpret_cast<unsigned char const*>(mDeviceBias);
+    switch (type)
+    {
+    case DataType::kHALF: return base + offsetof(DeviceBiasImage, f16);
+    case DataType::kBF16: return base + offsetof(DeviceBiasImage, bf16);
+    default: return base + offsetof(DeviceBiasImage, f32);
+    }
+}
+
+// ============================================================================ IPluginV3
+
+nvinfer1::IPluginCapability* SwishBiasPlugin::getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept
+{
+    return guarded<nvinfer1::IPluginCapability*>("getCapabilityInterface", nullptr,
+        [&]() -> nvinfer1::IPluginCapability*
+        {
+            switch (type)
+            {
+            case nvinfer1::PluginCapabilityType::kCORE: return static_cast<nvinfer1::IPluginV3OneCore*>(this);
+            case nvinfer1::PluginCapabilityType::kBUILD: return static_cast<nvinfer1::IPluginV3OneBuild*>(this);
+            case nvinfer1::PluginCapabilityType::kRUNTIME: return static_cast<nvinfer1::IPluginV3OneRuntime*>(this);
+            }
+            logMessage(Severity::kERROR, "getCapabilityInterface",
+                "unknown PluginCapabilityType " + std::to_string(static_cast<int32_t>(type)));
+            return nullptr;
+        });
+}
+
+nvinfer1::IPluginV3* SwishBiasPlugin::clone() noexcept
+{
+    return guarded<nvinfer1::IPluginV3*>("clone", nullptr,
+        [&]
+        {
+            // Configuration only: the clone allocates its own device bias and is attached to no context.
+            auto* p = new SwishBiasPlugin(mFieldBias);
+            p->mPlan = mPlan;
+            return p;
+        });
+}
+
+// ============================================================================ IPluginV3OneCore
+
+nvinfer1::AsciiChar const* SwishBiasPlugin::getPluginName() const noexcept
+{
+    return kPLUGIN_NAME; // constants: nothing here can throw
+}
+
+nvinfer1::AsciiChar const* SwishBiasPlugin::getPluginVersion() const noexcept
+{
+    return kPLUGIN_VERSION;
+}
+
+nvinfer1::AsciiChar const* SwishBiasPlugin::getPluginNamespace() const noexcept
+{
+    return kPLUGIN_NAMESPACE;
+}
+
+// ============================================================================ IPluginV3OneBuild
+
+int32_t SwishBiasPlugin::configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
+    nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept
+{
+    return guarded<int32_t>("configurePlugin", 1,
+        [&]() -> int32_t
+        {
+            std::string why = checkCounts(nbInputs, nbOutputs);
+            if (why.empty() && (in == nullptr || out == nullptr))
+            {
+                why = "null tensor descriptions";
+            }
+            if (why.empty())
+            {
+                DataType const t = in[0].desc.type;
+                if (!isSupportedType(t))
+                {
+                    why = "x has unsupported type " + typeName(t) + " (supported: kFLOAT, kHALF, kBF16)";
+                }
+                for (int32_t i = 0; why.empty() && i < nbInputs + nbOutputs; ++i)
+                {
+                    nvinfer1::PluginTensorDesc const& d = i < nbInputs ? in[i].desc : out[i - nbInputs].desc;
+                    if (d.type != t)
+                    {
+                        why = "tensor " + std::to_string(i) + " has type " + typeName(d.type) + ", expected "
+                            + typeName(t);
+                    }
+                    else if (d.format != TensorFormat::kLINEAR)
+                    {
+                        why = "tensor " + std::to_string(i) + " is not in kLINEAR format";
+                    }
+                    else if (!validRank(d.dims))
+                    {
+                        why = "tensor " + std::to_string(i) + " has invalid rank " + std::to_string(d.dims.nbDims);
+                    }
+                }
+            }
+            if (why.empty() && out[0].desc.dims.nbDims != in[0].desc.dims.nbDims)
+            {
+                why = "output rank " + std::to_string(out[0].desc.dims.nbDims) + " differs from x rank "
+                    + std::to_string(in[0].desc.dims.nbDims);
+            }
+            if (why.empty() && nbInputs == 2)
+            {
+                LayoutVerdict const v = assessLayout(TensorRanges{in[0].desc.dims, &in[0].min, &in[0].max},
+                    TensorRanges{in[1].desc.dims, &in[1].min, &in[1].max});
+                if (!v.allAccepted)
+                {
+                    why = v.why;
+                    if (v.anyAccepted)
+                    {
+                        why += " (a shape allowed by the optimization profile: x " + dimsString(in[0].desc.dims)
+                            + " in [" + dimsString(in[0].min) + ", " + dimsString(in[0].max) + "])";
+                    }
+                }
+            }
+            if (!why.empty())
+            {
+                logMessage(Severity::kERROR, "configurePlugin", why);
+                return 1;
+            }
+            return 0;
+        });
+}
+
+int32_t SwishBiasPlugin::getOutputDataTypes(DataType* outputTypes, int32_t nbOutputs, DataType const* inputTypes,
+    int32_t nbInputs) const noexcept
+{
+    return guarded<int32_t>("getOutputDataTypes", 1,
+        [&]() -> int32_t
+        {
+            std::string why = checkCounts(nbInputs, nbOutputs);
+            if (why.empty() && (outputTypes == nullptr || inputTypes == nullptr))
+            {
+                why = "null type arrays";
+            }
+            if (why.empty() && !isSupportedType(inputTypes[0]))
+            {
+                why = "x has unsupported type " + typeName(inputTypes[0]) + " (supported: kFLOAT, kHALF, kBF16)";
+            }
+            if (!why.empty())
+            {
+                logMessage(Severity::kERROR, "getOutputDataTypes", why);
+                return 1;
+            }
+            // The bias type is settled by supportsFormatCombination: in weakly typed networks TensorRT may cast it.
+            outputTypes[0] = inputTypes[0];
+            return 0;
+        });
+}
+
+int32_t SwishBiasPlugin::getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs,
+    nvinfer1::DimsExprs const* /*shapeInputs*/, int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
+    nvinfer1::IExprBuilder& /*exprBuilder*/) noexcept
+{
+    return guarded<int32_t>("getOutputShapes", 1,
+        [&]() -> int32_t
+        {
+            std::string why = checkCounts(nbInputs, nbOutputs);
+            if (why.empty() && nbShapeInputs != 0)
+            {
+                why = "expected no shape inputs, got " + std::to_string(nbShapeInputs);
+            }
+            if (why.empty() && (inputs == nullptr || outputs == nullptr))
+            {
+                why = "null dimension expressions";
+            }
+            Dims known[2]{};
+            for (int32_t i = 0; why.empty() && i < nbInputs; ++i)
+            {
+                known[i].nbDims = inputs[i].nbDims;
+                if (!validRank(known[i]))
+                {
+                    why = "input " + std::to_string(i) + " has invalid rank " + std::to_string(inputs[i].nbDims);
+                    break;
+                }
+                for (int32_t d = 0; d < inputs[i].nbDims; ++d)
+                {
+                    nvinfer1::IDimensionExpr const* e = inputs[i].d[d];
+                    if (e == nullptr)
+                    {
+                        why = "input " + std::to_string(i) + " has a null dimension expression";
+                        break;
+                    }
+                    known[i].d[d] = e->isConstant() ? e->getConstantValue() : -1;
+                }
+            }
+            if (why.empty() && nbInputs == 2)
+            {
+                // Reject only what no runtime shape could satisfy; the profile ranges arrive in configurePlugin.
+                LayoutVerdict const v = assessLayout(TensorRanges{known[0]}, TensorRanges{known[1]});
+                if (!v.anyAccepted)
+                {
+                    why = v.why;
+                }
+            }
+            if (!why.empty())
+            {
+                logMessage(Severity::kERROR, "getOutputShapes", why);
+                return 1;
+            }
+            outputs[0].nbDims = inputs[0].nbDims;
+            for (int32_t d = 0; d < inputs[0].nbDims; ++d)
+            {
+                outputs[0].d[d] = inputs[0].d[d];
+            }
+            return 0;
+        });
+}
+
+bool SwishBiasPlugin::supportsFormatCombination(
+    int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) noexcept
+{
+    return guarded<bool>("supportsFormatCombination", false,
+        [&]
+        {
+            std::string why = checkCounts(nbInputs, nbOutputs);
+            if (why.empty() && inOut == nullptr)
+            {
+                why = "null tensor descriptions";
+            }
+            if (why.empty() && (pos < 0 || pos >= nbInputs + nbOutputs))
+            {
+                why = "position " + std::to_string(pos) + " out of range [0, " + std::to_string(nbInputs + nbOutputs)
+                    + ")";
+            }
+            if (!why.empty())
+            {
+                logMessage(Severity::kERROR, "supportsFormatCombination", why);
+                return false;
+            }
+            // Decide from inOut[0..pos] only, as TensorRT requires: later entries hold no valid values yet.
+            nvinfer1::PluginTensorDesc const& d = inOut[pos].desc;
+            if (d.format != TensorFormat::kLINEAR)
+            {
+                return false;
+            }
+            return pos == 0 ? isSupportedType(d.type) : d.type == inOut[0].desc.type;
+        });
+}
+
+int32_t SwishBiasPlugin::getNbOutputs() const noexcept
+{
+    return 1; // a constant: nothing here can throw
+}
+
+size_t SwishBiasPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* /*inputs*/, int32_t /*nbInputs*/,
+    nvinfer1::DynamicPluginTensorDesc const* /*outputs*/, int32_t /*nbOutputs*/) const noexcept
+{
+    return 0; // elementwise kernel, no scratch memory; a constant, nothing here can throw
+}
+
+// ============================================================================ IPluginV3OneRuntime
+
+int32_t SwishBiasPlugin::onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs,
+    nvinfer1::PluginTensorDesc const* out, int32_t nbOutputs) noexcept
+{
+    return guarded<int32_t>("onShapeChange", 1,
+        [&]() -> int32_t
+        {
+            LaunchPlan plan;
+            std::string const why = makePlan(in, nbInputs, out, nbOutputs, plan);
+            if (!why.empty())
+            {
+                mPlan.valid = false;
+                reportRuntimeError("onShapeChange", ErrorCode::kINVALID_ARGUMENT, why);
+                return 1;
+            }
+            mPlan = plan;
+            return 0;
+        });
+}
+
+int32_t SwishBiasPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc,
+    nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs, void* const* outputs, void* /*workspace*/,
+    cudaStream_t stream) noexcept
+{
+    return guarded<int32_t>("enqueue", 1,
+        [&]() -> int32_t
+        {
+            if (!mPlan.valid)
+            {
+                reportRuntimeError("enqueue", ErrorCode::kINVALID_STATE,
+                    "called before a successful onShapeChange (the number of inputs is not known yet)");
+                return 1;
+            }
+            if (inputDesc == nullptr || outputDesc == nullptr || inputs == nullptr || outputs == nullptr)
+            {
+                reportRuntimeError("enqueue", ErrorCode::kINVALID_ARGUMENT, "null descriptions or buffer arrays");
+                return 1;
+            }
+            LaunchPlan plan = mPlan;
+            if (!planMatches(plan, inputDesc, outputDesc))
+            {
+                // Shapes changed without onShapeChange: plan afresh rather than index with stale sizes.
+                std::string const why = makePlan(inputDesc, mPlan.nbInputs, outputDesc, 1, plan);
+                if (!why.empty())
+                {
+                    reportRuntimeError("enqueue", ErrorCode::kINVALID_ARGUMENT, why);
+                    return 1;
+                }
+            }
+            if (plan.numel == 0)
+            {
+                return 0; // empty tensors may come with null buffers
+            }
+            void const* x = inputs[0];
+            void* y = outputs[0];
+            void const* bias = nullptr;
+            if (plan.nbInputs == 2)
+            {
+                bias = inputs[1];
+            }
+            else
+            {
+                std::string error;
+                bias = deviceFieldBias(plan.type, error);
+                if (bias == nullptr)
+                {
+                    // Clear the failed call's error so the next launch's cudaGetLastError() does not report it again.
+                    cudaGetLastError();
+                    reportRuntimeError("enqueue", ErrorCode::kFAILED_ALLOCATION, error);
+                    return 1;
+                }
+            }
+            if (x == nullptr || y == nullptr || bias == nullptr)
+            {
+                reportRuntimeError("enqueue", ErrorCode::kINVALID_ARGUMENT, "null input or output buffer");
+                return 1;
+            }
+            cudaError_t const e
+                = launchSwishForward(toKernelType(plan.type), x, bias, y, plan.numel, plan.spec, stream);
+            if (e != cudaSuccess)
+            {
+                reportRuntimeError("enqueue", ErrorCode::kFAILED_EXECUTION, "kernel launch failed: " + cudaErrorText(e));
+                return 1;
+            }
+            return 0;
+        });
+}
+
+nvinfer1::IPluginV3* SwishBiasPlugin::attachToContext(nvinfer1::IPluginResourceContext* context) noexcept
+{
+    return guarded<nvinfer1::IPluginV3*>("attachToContext", nullptr,
+        [&]
+        {
+            auto* p = new SwishBiasPlugin(mFieldBias);
+            p->mPlan = mPlan;
+            p->mErrorRecorder = context != nullptr ? context->getErrorRecorder() : nullptr;
+            return p;
+        });
+}
+
+nvinfer1::PluginFieldCollection const* SwishBiasPlugin::getFieldsToSerialize() noexcept
+{
+    // Built in the constructor and pointing at mFieldBias: nothing here can throw.
+    return &mSerialFields;
+}
+
+} // namespace plugin
+} // namespace torchtrt_swish
