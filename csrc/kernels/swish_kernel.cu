@@ -18,6 +18,9 @@ constexpr int kTHREADS = 256;
 constexpr int kUNROLL = 4;
 // Below this many packs a grid of one pack per thread fills more SMs than unrolled blocks would.
 constexpr int64_t kSMALL_PACKS = int64_t{1} << 17;
+// Backward kernels hold two input packs per unrolled step; without a cap bf16 reached 121 registers (two
+// blocks per SM). Three resident blocks (<= 85 registers, no spills) keep more loads in flight.
+constexpr int kMIN_BLOCKS = 3;
 
 template <typename T>
 struct Cvt;
@@ -39,7 +42,12 @@ struct Cvt<__half>
 template <>
 struct Cvt<__nv_bfloat16>
 {
-    static __device__ __forceinline__ float toF(__nv_bfloat16 v) { return __bfloat162float(v); }
+    // bf16 is the top half of an fp32: a shift, written out so the compiler can schedule it freely (the header's
+    // inline-asm conversion kept the bf16 kernels at up to 121 registers).
+    static __device__ __forceinline__ float toF(__nv_bfloat16 v)
+    {
+        return __uint_as_float(static_cast<uint32_t>(__bfloat16_as_ushort(v)) << 16);
+    }
     static __device__ __forceinline__ __nv_bfloat16 fromF(float v) { return __float2bfloat16_rn(v); }
 };
 
@@ -124,6 +132,7 @@ enum class Mode : int
     kSCALAR,      // one bias value
     kFULL,        // bias[i]
     kLAST_VEC,    // bias[i % C], C a multiple of the pack width: one 16-byte bias load per pack
+    kLAST_FIXED,  // as kLAST_VEC with C / width dividing the block size: bias loaded once per thread
     kUNIFORM_VEC, // bias[(i / inner) % C], inner a multiple of the pack width: one bias value per pack
     kPERIODIC     // bias[(i / inner) % C], anything else: per-element lookup
 };
@@ -206,22 +215,35 @@ __device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalar
     }
 }
 
-template <typename T, int kVEC, Mode kMODE, int kU>
-__global__ void __launch_bounds__(kTHREADS) swishForwardKernel(T const* __restrict__ x, T const* __restrict__ bias,
+template <typename T, int kVEC, Mode kMODE, int kU, int kT>
+__global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x, T const* __restrict__ bias,
     T* __restrict__ y, int64_t nPacks, FwdParams prm)
 {
     using P = Pack<T, kVEC>;
     float const scalarBias = kMODE == Mode::kSCALAR ? Cvt<T>::toF(bias[0]) : 0.0f;
+    // kLAST_FIXED: C / kVEC divides kT, so every pack this thread touches has the same channel pack.
+    float fixedBias[kMODE == Mode::kLAST_FIXED ? kVEC : 1];
+    if constexpr (kMODE == Mode::kLAST_FIXED)
+    {
+        uint4 const raw = __ldg(reinterpret_cast<uint4 const*>(bias) + threadIdx.x % prm.byPacksPerRow.d);
+        Pack<T, kVEC> b;
+        memcpy(&b, &raw, sizeof(raw));
+#pragma unroll
+        for (int k = 0; k < kVEC; ++k)
+        {
+            fixedBias[k] = Cvt<T>::toF(b.v[k]);
+        }
+    }
     P const* xp = reinterpret_cast<P const*>(x);
     P* yp = reinterpret_cast<P*>(y);
-    int64_t const stride = static_cast<int64_t>(gridDim.x) * kTHREADS * kU;
-    for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTHREADS * kU + threadIdx.x; base < nPacks; base += stride)
+    int64_t const stride = static_cast<int64_t>(gridDim.x) * kT * kU;
+    for (int64_t base = static_cast<int64_t>(blockIdx.x) * kT * kU + threadIdx.x; base < nPacks; base += stride)
     {
         P in[kU];
 #pragma unroll
         for (int u = 0; u < kU; ++u)
         {
-            int64_t const p = base + static_cast<int64_t>(u) * kTHREADS;
+            int64_t const p = base + static_cast<int64_t>(u) * kT;
             if (p < nPacks)
             {
                 in[u] = xp[p];
@@ -230,11 +252,22 @@ __global__ void __launch_bounds__(kTHREADS) swishForwardKernel(T const* __restri
 #pragma unroll
         for (int u = 0; u < kU; ++u)
         {
-            int64_t const p = base + static_cast<int64_t>(u) * kTHREADS;
+            int64_t const p = base + static_cast<int64_t>(u) * kT;
             if (p < nPacks)
             {
                 float b[kVEC];
-                biasFor<T, kVEC, kMODE>(bias, scalarBias, prm.offset + p * kVEC, p, prm, b);
+                if constexpr (kMODE == Mode::kLAST_FIXED)
+                {
+#pragma unroll
+                    for (int k = 0; k < kVEC; ++k)
+                    {
+                        b[k] = fixedBias[k];
+                    }
+                }
+                else
+                {
+                    biasFor<T, kVEC, kMODE>(bias, scalarBias, prm.offset + p * kVEC, p, prm, b);
+                }
                 P out;
 #pragma unroll
                 for (int k = 0; k < kVEC; ++k)
@@ -248,7 +281,7 @@ __global__ void __launch_bounds__(kTHREADS) swishForwardKernel(T const* __restri
 }
 
 template <typename T, int kVEC>
-__global__ void __launch_bounds__(kTHREADS) swishBackwardKernel(T const* __restrict__ g, T const* __restrict__ x,
+__global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardKernel(T const* __restrict__ g, T const* __restrict__ x,
     T* __restrict__ dx, int64_t nPacks)
 {
     using P = Pack<T, kVEC>;
@@ -342,7 +375,7 @@ struct RowsPlan
 
 // One block reduces one chunk of one row: partial[row * chunks + chunk] = sum of g over it, and writes dx.
 template <typename T, int kVEC>
-__global__ void __launch_bounds__(kTHREADS) swishBackwardRowsKernel(T const* __restrict__ g, T const* __restrict__ x,
+__global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardRowsKernel(T const* __restrict__ g, T const* __restrict__ x,
     T* __restrict__ dx, RowsPlan plan, float* __restrict__ partial)
 {
     __shared__ float smem[kWARPS];
@@ -437,7 +470,7 @@ struct ColsPlan
 // Block (rowChunk, tile): rows [rowChunk * rowsPerBlock, +rowsPerBlock) x the tile's column packs.
 // partial[rowChunk * C + column] = sum of g over those rows.
 template <typename T, int kVEC>
-__global__ void __launch_bounds__(kTHREADS) swishBackwardColsKernel(T const* __restrict__ g, T const* __restrict__ x,
+__global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel(T const* __restrict__ g, T const* __restrict__ x,
     T* __restrict__ dx, ColsPlan plan, float* __restrict__ partial)
 {
     __shared__ float smem[kTHREADS * kVEC];
@@ -672,7 +705,7 @@ cudaError_t runFused(FusedPlan const& plan, void const* g, void const* x, void* 
             return cudaErrorInvalidConfiguration;
         }
         swishBackwardColsKernel<T, kVEC><<<static_cast<unsigned>(blocks), kTHREADS, 0, stream>>>(gt, xt, dt, c, ws);
-        if (c.rowChunks <= 64)
+        if (c.rowChunks <= 8)
         {
             auto const fb = static_cast<unsigned>((plan.channels + kTHREADS - 1) / kTHREADS);
             finalizeColsThreadKernel<T><<<fb, kTHREADS, 0, stream>>>(ws, bt, plan.channels, c.rowChunks);
@@ -695,9 +728,9 @@ cudaError_t fused(FusedPlan const& plan, void const* g, void const* x, void* dx,
                           : runFused<T, 1>(plan, g, x, dx, dbias, ws, stream);
 }
 
-unsigned gridFor(int64_t nPacks, int unroll = kUNROLL)
+unsigned gridFor(int64_t nPacks, int unroll = kUNROLL, int threads = kTHREADS)
 {
-    int64_t const perBlock = static_cast<int64_t>(kTHREADS) * unroll;
+    int64_t const perBlock = static_cast<int64_t>(threads) * unroll;
     int64_t const blocks = (nPacks + perBlock - 1) / perBlock;
     // Grid-stride loops cover whatever a capped grid leaves over.
     return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(blocks, 1), INT_MAX));
@@ -713,11 +746,13 @@ void launchFwd(T const* x, T const* bias, T* y, int64_t nPacks, FwdParams const&
 {
     if (nPacks <= kSMALL_PACKS)
     {
-        swishForwardKernel<T, kVEC, kMODE, 1><<<gridFor(nPacks, 1), kTHREADS, 0, stream>>>(x, bias, y, nPacks, prm);
+        // Small tensors: one pack per thread in 128-thread blocks spreads the few packs over more SMs.
+        constexpr int kT = kTHREADS / 2;
+        swishForwardKernel<T, kVEC, kMODE, 1, kT><<<gridFor(nPacks, 1, kT), kT, 0, stream>>>(x, bias, y, nPacks, prm);
     }
     else
     {
-        swishForwardKernel<T, kVEC, kMODE, kUNROLL>
+        swishForwardKernel<T, kVEC, kMODE, kUNROLL, kTHREADS>
             <<<gridFor(nPacks, kUNROLL), kTHREADS, 0, stream>>>(x, bias, y, nPacks, prm);
     }
 }
@@ -736,8 +771,8 @@ void forwardMode(T const* x, T const* bias, T* y, int64_t n, FwdParams prm, bool
     if (n > head)
     {
         prm.offset = head;
-        launchFwd<T, 1, kTAIL_MODE>(x + head, kTAIL_MODE == Mode::kFULL ? bias + head : bias, y + head, n - head,
-            prm, stream);
+        // bias stays unshifted: biasFor indexes it with the absolute element index offset + p.
+        launchFwd<T, 1, kTAIL_MODE>(x + head, bias, y + head, n - head, prm, stream);
     }
 }
 
@@ -761,7 +796,15 @@ cudaError_t forward(void const* x, void const* bias, void* y, int64_t n, BiasSpe
     else if (spec.inner == 1 && spec.channels % kVEC == 0 && io && aligned16(bias))
     {
         prm.byPacksPerRow = FastDiv::make(spec.channels / kVEC);
-        forwardMode<T, Mode::kLAST_VEC, Mode::kPERIODIC>(xt, bt, yt, n, prm, true, stream);
+        if ((kTHREADS / 2) % (spec.channels / kVEC) == 0)
+        {
+            // Both block sizes (128, 256) are multiples of the channel-pack count: fixed bias per thread.
+            forwardMode<T, Mode::kLAST_FIXED, Mode::kPERIODIC>(xt, bt, yt, n, prm, true, stream);
+        }
+        else
+        {
+            forwardMode<T, Mode::kLAST_VEC, Mode::kPERIODIC>(xt, bt, yt, n, prm, true, stream);
+        }
     }
     else if (spec.inner % kVEC == 0 && io)
     {
