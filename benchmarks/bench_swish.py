@@ -163,12 +163,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("bench.csv"))
     ap.add_argument("--quick", action="store_true", help="fewer sizes (2^16, 2^20, 2^24, 2^28)")
+    ap.add_argument("--sizes", type=str, default="", help="comma-separated log2 sizes, e.g. 16,18,20,28")
     ap.add_argument("--no-backward", action="store_true")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_swish: needs a CUDA GPU")
         return 2
     exps = [16, 20, 24, 28] if args.quick else [16, 18, 20, 22, 24, 26, 28]
+    if args.sizes:
+        exps = [int(e) for e in args.sizes.split(",")]
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}")
     rows = []
     for e in exps:

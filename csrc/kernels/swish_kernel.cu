@@ -215,14 +215,58 @@ __device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalar
     }
 }
 
-template <typename T, int kVEC, Mode kMODE, int kU, int kT>
-__global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x, T const* __restrict__ bias,
+template <typename T, int kVEC, Mode kMODE>
+__device__ __forceinline__ Pack<T, kVEC> swishPack(Pack<T, kVEC> const& in, T const* __restrict__ bias, float scalarBias,
+    float const (&fixedBias)[kVEC], int64_t p, FwdParams const& prm)
+{
+    float b[kVEC];
+    if constexpr (kMODE == Mode::kLAST_FIXED)
+    {
+#pragma unroll
+        for (int k = 0; k < kVEC; ++k)
+        {
+            b[k] = fixedBias[k];
+        }
+    }
+    else
+    {
+        biasFor<T, kVEC, kMODE>(bias, scalarBias, prm.offset + p * kVEC, p, prm, b);
+    }
+    Pack<T, kVEC> out;
+#pragma unroll
+    for (int k = 0; k < kVEC; ++k)
+    {
+        out.v[k] = Cvt<T>::fromF(swishBias<T>(Cvt<T>::toF(in.v[k]), b[k]));
+    }
+    return out;
+}
+
+// Small tensors: exactly one pack per thread, x requested before anything else so the bias lookup's latency
+// overlaps it (a bias loaded and converted ahead of a loop serializes two memory round trips).
+template <typename T, int kVEC, Mode kMODE, int kT>
+__global__ void __launch_bounds__(kT) swishForwardSmallKernel(T const* __restrict__ x, T const* __restrict__ bias,
+    T* __restrict__ y, int64_t nPacks, FwdParams prm)
+{
+    using P = Pack<T, kVEC>;
+    int64_t const p = static_cast<int64_t>(blockIdx.x) * kT + threadIdx.x;
+    if (p >= nPacks)
+    {
+        return;
+    }
+    P const in = reinterpret_cast<P const*>(x)[p];
+    float const scalarBias = kMODE == Mode::kSCALAR ? Cvt<T>::toF(bias[0]) : 0.0f;
+    float const none[kVEC] = {};
+    reinterpret_cast<P*>(y)[p] = swishPack<T, kVEC, kMODE>(in, bias, scalarBias, none, p, prm);
+}
+
+template <typename T, int kVEC, Mode kMODE>
+__global__ void __launch_bounds__(kTHREADS) swishForwardKernel(T const* __restrict__ x, T const* __restrict__ bias,
     T* __restrict__ y, int64_t nPacks, FwdParams prm)
 {
     using P = Pack<T, kVEC>;
     float const scalarBias = kMODE == Mode::kSCALAR ? Cvt<T>::toF(bias[0]) : 0.0f;
-    // kLAST_FIXED: C / kVEC divides kT, so every pack this thread touches has the same channel pack.
-    float fixedBias[kMODE == Mode::kLAST_FIXED ? kVEC : 1];
+    // kLAST_FIXED: C / kVEC divides the block size, so every pack this thread touches has the same channels.
+    float fixedBias[kVEC] = {};
     if constexpr (kMODE == Mode::kLAST_FIXED)
     {
         uint4 const raw = __ldg(reinterpret_cast<uint4 const*>(bias) + threadIdx.x % prm.byPacksPerRow.d);
@@ -236,45 +280,27 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     }
     P const* xp = reinterpret_cast<P const*>(x);
     P* yp = reinterpret_cast<P*>(y);
-    int64_t const stride = static_cast<int64_t>(gridDim.x) * kT * kU;
-    for (int64_t base = static_cast<int64_t>(blockIdx.x) * kT * kU + threadIdx.x; base < nPacks; base += stride)
+    int64_t const stride = static_cast<int64_t>(gridDim.x) * kTHREADS * kUNROLL;
+    for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTHREADS * kUNROLL + threadIdx.x; base < nPacks;
+         base += stride)
     {
-        P in[kU];
+        P in[kUNROLL];
 #pragma unroll
-        for (int u = 0; u < kU; ++u)
+        for (int u = 0; u < kUNROLL; ++u)
         {
-            int64_t const p = base + static_cast<int64_t>(u) * kT;
+            int64_t const p = base + static_cast<int64_t>(u) * kTHREADS;
             if (p < nPacks)
             {
                 in[u] = xp[p];
             }
         }
 #pragma unroll
-        for (int u = 0; u < kU; ++u)
+        for (int u = 0; u < kUNROLL; ++u)
         {
-            int64_t const p = base + static_cast<int64_t>(u) * kT;
+            int64_t const p = base + static_cast<int64_t>(u) * kTHREADS;
             if (p < nPacks)
             {
-                float b[kVEC];
-                if constexpr (kMODE == Mode::kLAST_FIXED)
-                {
-#pragma unroll
-                    for (int k = 0; k < kVEC; ++k)
-                    {
-                        b[k] = fixedBias[k];
-                    }
-                }
-                else
-                {
-                    biasFor<T, kVEC, kMODE>(bias, scalarBias, prm.offset + p * kVEC, p, prm, b);
-                }
-                P out;
-#pragma unroll
-                for (int k = 0; k < kVEC; ++k)
-                {
-                    out.v[k] = Cvt<T>::fromF(swishBias<T>(Cvt<T>::toF(in[u].v[k]), b[k]));
-                }
-                yp[p] = out;
+                yp[p] = swishPack<T, kVEC, kMODE>(in[u], bias, scalarBias, fixedBias, p, prm);
             }
         }
     }
@@ -337,7 +363,7 @@ constexpr int64_t kROW_CHUNK_PACKS = static_cast<int64_t>(kTHREADS) * kUNROLL * 
 // Rows-kernel threshold: shorter runs would leave most of a block idle, so they take the unfused path.
 constexpr int64_t kMIN_ROW_INNER = 512;
 // Elements per block in the columns kernel.
-constexpr int64_t kCOL_BLOCK_ELEMS = 16384;
+constexpr int64_t kCOL_BLOCK_ELEMS = 65536; // amortizes the per-block reduction and partial write
 
 __device__ __forceinline__ float blockSum(float v, float* smem)
 {
@@ -746,14 +772,15 @@ void launchFwd(T const* x, T const* bias, T* y, int64_t nPacks, FwdParams const&
 {
     if (nPacks <= kSMALL_PACKS)
     {
-        // Small tensors: one pack per thread in 128-thread blocks spreads the few packs over more SMs.
+        // Small tensors: 128-thread blocks spread the few packs over more SMs; the per-thread fixed bias only
+        // pays off when a thread handles many packs.
         constexpr int kT = kTHREADS / 2;
-        swishForwardKernel<T, kVEC, kMODE, 1, kT><<<gridFor(nPacks, 1, kT), kT, 0, stream>>>(x, bias, y, nPacks, prm);
+        constexpr Mode kM = kMODE == Mode::kLAST_FIXED ? Mode::kLAST_VEC : kMODE;
+        swishForwardSmallKernel<T, kVEC, kM, kT><<<gridFor(nPacks, 1, kT), kT, 0, stream>>>(x, bias, y, nPacks, prm);
     }
     else
     {
-        swishForwardKernel<T, kVEC, kMODE, kUNROLL, kTHREADS>
-            <<<gridFor(nPacks, kUNROLL), kTHREADS, 0, stream>>>(x, bias, y, nPacks, prm);
+        swishForwardKernel<T, kVEC, kMODE><<<gridFor(nPacks), kTHREADS, 0, stream>>>(x, bias, y, nPacks, prm);
     }
 }
 
