@@ -116,6 +116,12 @@ struct FastDiv
         return f;
     }
 
+    //! n < 2^32 and d < 2^32 guaranteed by the caller (small-tensor kernels).
+    __device__ __forceinline__ uint32_t div32(uint32_t n) const
+    {
+        return static_cast<uint32_t>((static_cast<uint64_t>(__umulhi(n, mul)) + n) >> shift);
+    }
+
     __device__ __forceinline__ uint64_t div(uint64_t n) const
     {
         if (n <= 0xffffffffULL && d <= 0xffffffffULL)
@@ -146,7 +152,7 @@ struct FwdParams
 };
 
 // Bias for kVEC consecutive elements starting at flat index i (pack index p when vectorized).
-template <typename T, int kVEC, Mode kMODE>
+template <typename T, int kVEC, Mode kMODE, bool kNARROW = false>
 __device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalarBias, int64_t i, int64_t p,
     FwdParams const& prm, float (&out)[kVEC])
 {
@@ -161,7 +167,13 @@ __device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalar
     else if constexpr (kMODE == Mode::kFULL || kMODE == Mode::kLAST_VEC)
     {
         int64_t j = i;
-        if constexpr (kMODE == Mode::kLAST_VEC)
+        if constexpr (kMODE == Mode::kLAST_VEC && kNARROW)
+        {
+            auto const p32 = static_cast<uint32_t>(p);
+            auto const d32 = static_cast<uint32_t>(prm.byPacksPerRow.d);
+            j = static_cast<int64_t>(p32 - prm.byPacksPerRow.div32(p32) * d32) * kVEC;
+        }
+        else if constexpr (kMODE == Mode::kLAST_VEC)
         {
             uint64_t const q = prm.byPacksPerRow.div(static_cast<uint64_t>(p));
             j = (p - static_cast<int64_t>(q * prm.byPacksPerRow.d)) * kVEC;
@@ -181,6 +193,17 @@ __device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalar
         else
         {
             out[0] = Cvt<T>::toF(bias[j]);
+        }
+    }
+    else if constexpr (kMODE == Mode::kUNIFORM_VEC && kNARROW)
+    {
+        auto const q = prm.byPacksPerRow.div32(static_cast<uint32_t>(p));
+        auto const c = q - prm.byChannels.div32(q) * static_cast<uint32_t>(prm.byChannels.d);
+        float const b = Cvt<T>::toF(__ldg(bias + c));
+#pragma unroll
+        for (int k = 0; k < kVEC; ++k)
+        {
+            out[k] = b;
         }
     }
     else if constexpr (kMODE == Mode::kUNIFORM_VEC)
@@ -215,7 +238,7 @@ __device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalar
     }
 }
 
-template <typename T, int kVEC, Mode kMODE>
+template <typename T, int kVEC, Mode kMODE, bool kNARROW = false>
 __device__ __forceinline__ Pack<T, kVEC> swishPack(Pack<T, kVEC> const& in, T const* __restrict__ bias, float scalarBias,
     float const (&fixedBias)[kVEC], int64_t p, FwdParams const& prm)
 {
@@ -230,7 +253,7 @@ __device__ __forceinline__ Pack<T, kVEC> swishPack(Pack<T, kVEC> const& in, T co
     }
     else
     {
-        biasFor<T, kVEC, kMODE>(bias, scalarBias, prm.offset + p * kVEC, p, prm, b);
+        biasFor<T, kVEC, kMODE, kNARROW>(bias, scalarBias, prm.offset + p * kVEC, p, prm, b);
     }
     Pack<T, kVEC> out;
 #pragma unroll
@@ -256,7 +279,9 @@ __global__ void __launch_bounds__(kT) swishForwardSmallKernel(T const* __restric
     P const in = reinterpret_cast<P const*>(x)[p];
     float const scalarBias = kMODE == Mode::kSCALAR ? Cvt<T>::toF(bias[0]) : 0.0f;
     float const none[kVEC] = {};
-    reinterpret_cast<P*>(y)[p] = swishPack<T, kVEC, kMODE>(in, bias, scalarBias, none, p, prm);
+    // 32-bit index math is exact here: p < 2^17 and the divisors of a vector mode are below 2^32 (checked by the
+    // launcher, which only picks this kernel for small tensors).
+    reinterpret_cast<P*>(y)[p] = swishPack<T, kVEC, kMODE, true>(in, bias, scalarBias, none, p, prm);
 }
 
 template <typename T, int kVEC, Mode kMODE>
@@ -486,9 +511,10 @@ struct ColsPlan
 {
     int64_t rows;         // outer
     int64_t packsPerRow;  // C / kVEC
-    int64_t tilePacks;    // packs of one column tile (<= kTHREADS)
+    int64_t threads;      // block size (kTHREADS, or less for small tensors so more blocks exist)
+    int64_t tilePacks;    // packs of one column tile (<= threads)
     int64_t tiles;        // column tiles
-    int64_t rowsPerStep;  // kTHREADS / tilePacks
+    int64_t rowsPerStep;  // threads / tilePacks
     int64_t rowsPerBlock; // multiple of rowsPerStep
     int64_t rowChunks;
 };
@@ -687,14 +713,24 @@ FusedPlan planFused(DType dtype, int64_t n, BiasSpec spec, void const* g, void c
         plan.vec = aligned && spec.channels % vw == 0 ? vw : 1;
         c.rows = plan.outer;
         c.packsPerRow = spec.channels / plan.vec;
-        c.tilePacks = std::min<int64_t>(c.packsPerRow, kTHREADS);
-        c.tiles = (c.packsPerRow + c.tilePacks - 1) / c.tilePacks;
-        c.rowsPerStep = kTHREADS / c.tilePacks;
-        int64_t const perStep = c.rowsPerStep * c.tilePacks * plan.vec;
         int64_t const blockElems = std::clamp<int64_t>(n / (2 * smCount()), 1024, kCOL_BLOCK_ELEMS);
-        int64_t const steps = std::max<int64_t>(1, blockElems / perStep);
-        c.rowsPerBlock = c.rowsPerStep * steps;
-        c.rowChunks = (c.rows + c.rowsPerBlock - 1) / c.rowsPerBlock;
+        // Smaller blocks for small tensors: a block covers at least threads * vec elements, and fewer than two
+        // blocks per SM leaves the chip idle while launch latency dominates.
+        for (int64_t threads = kTHREADS; threads >= 64; threads /= 2)
+        {
+            c.threads = threads;
+            c.tilePacks = std::min<int64_t>(c.packsPerRow, threads);
+            c.tiles = (c.packsPerRow + c.tilePacks - 1) / c.tilePacks;
+            c.rowsPerStep = threads / c.tilePacks;
+            int64_t const perStep = c.rowsPerStep * c.tilePacks * plan.vec;
+            int64_t const steps = std::max<int64_t>(1, blockElems / perStep);
+            c.rowsPerBlock = c.rowsPerStep * steps;
+            c.rowChunks = (c.rows + c.rowsPerBlock - 1) / c.rowsPerBlock;
+            if (c.rowChunks * c.tiles >= 2 * smCount())
+            {
+                break;
+            }
+        }
         plan.kind = FusedKind::kCOLS;
         plan.workspace = static_cast<size_t>(c.rowChunks * spec.channels) * sizeof(float);
         return plan;
@@ -730,7 +766,8 @@ cudaError_t runFused(FusedPlan const& plan, void const* g, void const* x, void* 
         {
             return cudaErrorInvalidConfiguration;
         }
-        swishBackwardColsKernel<T, kVEC><<<static_cast<unsigned>(blocks), kTHREADS, 0, stream>>>(gt, xt, dt, c, ws);
+        swishBackwardColsKernel<T, kVEC>
+            <<<static_cast<unsigned>(blocks), static_cast<unsigned>(c.threads), 0, stream>>>(gt, xt, dt, c, ws);
         if (c.rowChunks <= 8)
         {
             auto const fb = static_cast<unsigned>((plan.channels + kTHREADS - 1) / kTHREADS);
