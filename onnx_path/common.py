@@ -1,0 +1,124 @@
+"""Shared pieces of the ONNX route: the node contract, input errors, loading/saving and small graph queries."""
+from __future__ import annotations
+
+import collections
+import contextlib
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from torchtrt_swish.plugin import PLUGIN_NAME, PLUGIN_NAMESPACE, PLUGIN_VERSION
+
+# The node contract (shared/ARCHITECTURE.md): TensorRT's ONNX parser falls back to the plugin registry with the
+# node's op_type as plugin name, `plugin_version` and `plugin_namespace` attributes (and, since 10.10, the domain).
+SWISH_OP = PLUGIN_NAME
+SWISH_DOMAIN = PLUGIN_NAMESPACE
+SWISH_OPSET_VERSION = 1
+# Element types the plugin (and so a fused node) accepts; float64 exists only on the torch CPU path.
+SWISH_ELEM_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+
+__all__ = [
+    "SWISH_OP",
+    "SWISH_DOMAIN",
+    "SWISH_OPSET_VERSION",
+    "SWISH_ELEM_TYPES",
+    "PLUGIN_NAME",
+    "PLUGIN_VERSION",
+    "PLUGIN_NAMESPACE",
+    "OnnxInputError",
+    "load_model",
+    "save_model",
+    "is_swish_node",
+    "op_counts",
+    "swish_nodes",
+    "graph_input_names",
+    "elem_type_name",
+    "numpy_dtype_for",
+    "flush_denormals",
+]
+
+
+class OnnxInputError(ValueError):
+    """A user-supplied ONNX input is unusable (missing file, not an ONNX model, nothing to work on)."""
+
+
+def load_model(path: str | Path, *, load_external_data: bool = True) -> onnx.ModelProto:
+    """Load an ONNX model from a file, raising OnnxInputError with a plain message when it cannot be read."""
+    path = Path(path)
+    if not path.exists():
+        raise OnnxInputError(f"{path}: no such file")
+    if not path.is_file():
+        raise OnnxInputError(f"{path}: not a file")
+    try:
+        model = onnx.load(str(path), load_external_data=load_external_data)
+    except Exception as exc:  # noqa: BLE001 - protobuf raises several unrelated types for garbage input
+        raise OnnxInputError(f"{path}: not an ONNX model ({type(exc).__name__}: {exc})") from exc
+    # A random file can occasionally parse as an (empty) protobuf message: require an actual graph.
+    if not model.HasField("graph") or (len(model.graph.node) == 0 and len(model.graph.output) == 0):
+        raise OnnxInputError(f"{path}: not an ONNX model (no graph in it)")
+    return model
+
+
+def save_model(model: onnx.ModelProto, path: str | Path) -> Path:
+    """Save a model, creating the parent folder; models over protobuf's 2 GiB limit go to external data."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    large = model.ByteSize() > 1_800_000_000
+    onnx.save(model, str(path), save_as_external_data=large)
+    return path
+
+
+def is_swish_node(node: onnx.NodeProto) -> bool:
+    """True for a node that follows the SwishBias contract's op_type and domain."""
+    return node.op_type == SWISH_OP and node.domain == SWISH_DOMAIN
+
+
+def swish_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """The SwishBias nodes of the main graph."""
+    return [n for n in model.graph.node if is_swish_node(n)]
+
+
+def op_counts(model: onnx.ModelProto) -> collections.Counter:
+    """Node count per op type in the main graph (custom domains prefixed, e.g. 'torchtrt_swish::SwishBias')."""
+    return collections.Counter(
+        f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type for n in model.graph.node
+    )
+
+
+def graph_input_names(model: onnx.ModelProto) -> list[str]:
+    """Real graph inputs: graph.input minus initializers (old exporters list weights as inputs too)."""
+    inits = {i.name for i in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in inits]
+
+
+def elem_type_name(elem_type: int) -> str:
+    """'FLOAT', 'FLOAT16', ... for a TensorProto element type."""
+    return onnx.TensorProto.DataType.Name(elem_type)
+
+
+def numpy_dtype_for(elem_type: int) -> np.dtype:
+    """The NumPy dtype ONNX uses for an element type (ml_dtypes' bfloat16 for BFLOAT16)."""
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+
+
+@contextlib.contextmanager
+def flush_denormals():
+    """Within the block, torch's CPU ops flush subnormal numbers to zero, single-threaded; both restored after.
+
+    Randomly initialized deep nets (EfficientNet's SiLU of large negative values) produce subnormals, and CPU
+    arithmetic on them is ~100x slower: a float64 EfficientNet-B0 forward pass goes from 0.2 s to 45 s. Values
+    below 2.2e-308 (float64) or 1.2e-38 (float32) are far below every tolerance used here. The flag is a per-thread
+    CPU setting made on the calling thread only, and torch's worker threads may already exist: so the block runs on
+    one thread.
+    """
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)  # torch has no getter; False is its default
+        torch.set_num_threads(threads)

@@ -1,0 +1,125 @@
+"""The seed network through the ONNX route: export, seed-format conversion, CPU parity report, TensorRT engine.
+
+``run_seed_demo(out_dir)`` is what example 04 (and the README's first command) runs. It writes the ONNX files, the
+surgery report and the parity report (``parity_report.json``) into ``out_dir`` and returns the same content as a
+dict. The TensorRT engine step runs only where TensorRT is importable and the plugin library is built; otherwise
+it is reported as skipped, with the reason.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+import torchtrt_swish
+
+from .common import load_model, op_counts, save_model
+from .engine import EngineBuildError, PluginNotFoundError, TensorRTUnavailable, build_engine, import_tensorrt
+from .export import export_onnx, register_torchscript_symbolic
+from .parity import check_parity, random_feeds
+from .surgery import convert_seed_nodes
+
+__all__ = ["SeedSwishFunction", "SeedNet", "export_seed_style", "run_seed_demo"]
+
+SEED_BIAS = 3.15
+
+
+class SeedSwishFunction(torch.autograd.Function):
+    """The seed's original export pattern (seed 000): its symbolic emits custom::Plugin(name="Swish", info=JSON)."""
+
+    @staticmethod
+    def forward(ctx, x, bias: float):
+        """Compute with the package op (the seed had its own kernel here)."""
+        return torchtrt_swish.swish(x, bias)
+
+    @staticmethod
+    def symbolic(g, x, bias: float):
+        """The seed's ONNX node: a generic plugin node carrying its parameters as a JSON string."""
+        node = g.op("custom::Plugin", x, name_s="Swish", info_s=json.dumps({"bias": bias, "version": "1"}))
+        return node.setType(x.type())  # keeps the exporter's shape inference (and its warning) quiet
+
+
+class SeedNet(torch.nn.Module):
+    """torchtrt_swish.Net as the seed wrote it: the same conv, the swish through SeedSwishFunction."""
+
+    def __init__(self, bias: float = SEED_BIAS):
+        super().__init__()
+        self.net = torchtrt_swish.Net(bias)
+        self.bias = bias
+
+    def forward(self, x):
+        """conv -> seed-style swish."""
+        return SeedSwishFunction.apply(self.net.conv(x), self.bias)
+
+
+def export_seed_style(path: str | Path, example: torch.Tensor) -> Path:
+    """Export SeedNet the seed's way (TorchScript exporter, opset 11, custom::Plugin node) to `path`."""
+    import io
+    import warnings
+
+    import onnx
+
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the legacy exporter's deprecation notice; this *is* the legacy route
+        torch.onnx.export(SeedNet().eval(), (example,), buf, dynamo=False, opset_version=11, input_names=["x"],
+                          output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    return save_model(onnx.load_from_string(buf.getvalue()), path)
+
+
+def _engine_step(onnx_path: Path, out_dir: Path, net, feeds) -> dict:
+    try:
+        import_tensorrt()
+    except TensorRTUnavailable as exc:
+        return {"status": "skipped", "reason": str(exc)}
+    try:
+        engine = build_engine(onnx_path, out_dir / "seed_net.engine")
+    except (PluginNotFoundError, EngineBuildError) as exc:
+        return {"status": "failed", "reason": str(exc)}
+    report = check_parity(load_model(onnx_path), torch_model=net, feeds=feeds, engine_path=engine, backends=(),
+                          model_name="seed_net.onnx (TensorRT)")
+    return {"status": "built", "engine": str(engine), "parity": report.to_dict(), "table": report.to_table()}
+
+
+def run_seed_demo(out_dir: str | Path, *, engine: bool = True, verbose: bool = False) -> dict:
+    """Seed Net -> ONNX (direct and seed-style) -> surgery -> Polygraphy parity (+ engine); returns the report."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    register_torchscript_symbolic()
+    net = torchtrt_swish.Net(SEED_BIAS).eval()
+    example = torch.randn(1, 1, 5, 5)
+
+    direct = export_onnx(net, example, out_dir / "seed_net.onnx")
+    seed_path = export_seed_style(out_dir / "seed_net_seed000.onnx", example)
+    converted, surgery = convert_seed_nodes(load_model(seed_path))
+    save_model(converted, out_dir / "seed_net_converted.onnx")
+
+    # std 3: the conv sums three inputs, so the swish sees values out to about +-20 (saturated sigmoid included).
+    feeds = random_feeds(direct, batch=4, seed=0, count=2, scale=3.0)
+    reports = [
+        check_parity(direct, torch_model=net, feeds=feeds, model_name="seed_net.onnx"),
+        check_parity(converted, torch_model=net, feeds=feeds, model_name="seed_net_converted.onnx"),
+    ]
+    result = {
+        "artifacts": {p.stem: str(p) for p in sorted(out_dir.glob("*.onnx"))},
+        "nodes": {"seed_net.onnx": dict(op_counts(direct)), "seed_net_converted.onnx": dict(op_counts(converted))},
+        "surgery": surgery.to_dict(),
+        "parity": [r.to_dict() for r in reports],
+        "engine": _engine_step(out_dir / "seed_net.onnx", out_dir, net, feeds) if engine
+        else {"status": "skipped", "reason": "engine step disabled"},
+    }
+    result["passed"] = all(r.passed for r in reports) and result["engine"]["status"] in ("skipped", "built") and (
+        result["engine"]["status"] != "built" or result["engine"]["parity"]["passed"]
+    )
+    (out_dir / "parity_report.json").write_text(json.dumps(result, indent=2) + "\n")
+    result["text"] = "\n\n".join(
+        [f"seed-format conversion (seed 000 -> SwishBias):\n{surgery.to_text()}"]
+        + [f"{r.model}:\n{r.to_table()}" for r in reports]
+        + [f"TensorRT engine: {result['engine']['status']}"
+           + (f" ({result['engine']['reason']})" if "reason" in result["engine"] else "")
+           + (f"\n{result['engine']['table']}" if "table" in result["engine"] else "")]
+    )
+    if verbose:
+        print(result["text"])
+    return result

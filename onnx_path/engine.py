@@ -1,0 +1,276 @@
+"""ONNX -> TensorRT engine through TensorRT's ONNX parser, with the SwishBias plugin library loaded.
+
+A small adapter over TensorRT's documented Python API: ``trt.get_plugin_registry().load_library`` (TensorRT >= 10,
+the IPluginV3 way: the library exports ``getCreators``), ``trt.Builder`` / ``create_network`` /
+``trt.OnnxParser.parse_from_file`` / ``get_error``, ``create_optimization_profile`` + ``set_shape`` for every
+dynamic input, ``BuilderFlag.FP16`` / ``BF16`` where the TensorRT version still has them (TensorRT 11 removed them:
+networks are strongly typed, so half precision must be in the ONNX graph itself, e.g. ``export --dtype float16``),
+and ``build_serialized_network``.
+
+When the parser cannot resolve a SwishBias node the error names the plugin name, version and namespace it looked
+for, and the library that was loaded. Shape-profile logic is plain Python and is tested without TensorRT.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import onnx
+
+from .common import (
+    PLUGIN_NAMESPACE,
+    PLUGIN_VERSION,
+    SWISH_OP,
+    OnnxInputError,
+    graph_input_names,
+    is_swish_node,
+    load_model,
+)
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+DEFAULT_BATCH_RANGE = (1, 8, 32)
+_HALF_TYPES = {onnx.TensorProto.FLOAT16: "fp16", onnx.TensorProto.BFLOAT16: "bf16"}
+
+__all__ = [
+    "PRECISIONS",
+    "TensorRTUnavailable",
+    "PluginNotFoundError",
+    "EngineBuildError",
+    "import_tensorrt",
+    "parse_shape_spec",
+    "profile_shapes",
+    "plugin_identity",
+    "load_plugin",
+    "build_engine",
+]
+
+
+class TensorRTUnavailable(ImportError):
+    """TensorRT's Python package cannot be imported here."""
+
+
+class PluginNotFoundError(RuntimeError):
+    """The SwishBias plugin could not be found (library missing, creator not registered, or parser lookup failed)."""
+
+
+class EngineBuildError(RuntimeError):
+    """The engine could not be built as asked (bad shapes/precision, parser or builder failure)."""
+
+
+def import_tensorrt():
+    """The tensorrt module, or TensorRTUnavailable with the reason."""
+    try:
+        import tensorrt as trt  # noqa: PLC0415 - optional dependency
+    except Exception as exc:  # noqa: BLE001 - stub wheels raise all sorts of errors at import
+        raise TensorRTUnavailable(f"TensorRT is not importable here ({type(exc).__name__}: {exc})") from exc
+    return trt
+
+
+def plugin_identity(version: str = PLUGIN_VERSION, namespace: str = PLUGIN_NAMESPACE) -> str:
+    """'SwishBias (version "1", namespace "torchtrt_swish")' — how errors name the plugin."""
+    return f'{SWISH_OP} (version "{version}", namespace "{namespace}")'
+
+
+# --------------------------------------------------------------------------------------------- shape profiles
+
+
+def parse_shape_spec(text: str | None) -> dict[str, tuple[int, ...]]:
+    """Parse trtexec-style 'x:1x3x224x224,y:1x10' into {'x': (1, 3, 224, 224), 'y': (1, 10)}."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    if not text:
+        return shapes
+    for item in text.split(","):
+        name, sep, dims = item.strip().rpartition(":")
+        if not sep or not name or not re.fullmatch(r"\d+(x\d+)*", dims):
+            raise ValueError(f"bad shape spec {item!r}: expected NAME:D0xD1x... (e.g. x:1x3x224x224)")
+        shapes[name] = tuple(int(d) for d in dims.split("x"))
+    return shapes
+
+
+def profile_shapes(
+    model: onnx.ModelProto,
+    min_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    opt_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    max_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    *,
+    batch_range: tuple[int, int, int] = DEFAULT_BATCH_RANGE,
+) -> dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+    """(min, opt, max) shapes per dynamic input: given ones, else batch_range on axis 0; {} when nothing is dynamic."""
+    given = {"min": dict(min_shapes or {}), "opt": dict(opt_shapes or {}), "max": dict(max_shapes or {})}
+    names = graph_input_names(model)
+    unknown = sorted({n for g in given.values() for n in g} - set(names))
+    if unknown:
+        raise EngineBuildError(f"shape given for unknown input(s) {unknown}; the model's inputs are {names}")
+    by_name = {vi.name: vi for vi in model.graph.input}
+    profiles = {}
+    for name in names:
+        dims = by_name[name].type.tensor_type.shape.dim
+        fixed = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+        if all(d is not None for d in fixed) and not any(name in g for g in given.values()):
+            continue
+        triple = []
+        for which, idx in (("min", 0), ("opt", 1), ("max", 2)):
+            if name in given[which]:
+                shape = tuple(given[which][name])
+                if len(shape) != len(fixed):
+                    raise EngineBuildError(f"{which} shape {shape} of {name!r} has rank {len(shape)}, "
+                                           f"the input has rank {len(fixed)}")
+                for axis, (want, got) in enumerate(zip(fixed, shape)):
+                    if want is not None and want != got:
+                        raise EngineBuildError(f"{which} shape {shape} of {name!r}: axis {axis} is fixed at {want}")
+            else:
+                shape = []
+                for axis, d in enumerate(fixed):
+                    if d is not None:
+                        shape.append(d)
+                    elif axis == 0:
+                        shape.append(batch_range[idx])
+                    else:
+                        raise EngineBuildError(
+                            f"input {name!r} axis {axis} ({dims[axis].dim_param or 'unnamed'}) is dynamic: give its "
+                            f"range with --min-shapes/--opt-shapes/--max-shapes (e.g. {name}:"
+                            f"{'x'.join(str(v or 1) for v in fixed)})"
+                        )
+                shape = tuple(shape)
+            triple.append(shape)
+        mn, op, mx = triple
+        if not all(a <= b <= c for a, b, c in zip(mn, op, mx)):
+            raise EngineBuildError(f"profile for {name!r} must satisfy min <= opt <= max per axis, "
+                                   f"got {mn}, {op}, {mx}")
+        profiles[name] = (mn, op, mx)
+    return profiles
+
+
+# ---------------------------------------------------------------------------------------------------- plugin
+
+
+def _find_creator(trt):
+    registry = trt.get_plugin_registry()
+    # get_creator covers IPluginCreatorV3One (TensorRT >= 10); get_plugin_creator only the V2 creators.
+    getter = getattr(registry, "get_creator", None) or registry.get_plugin_creator
+    try:
+        return getter(SWISH_OP, PLUGIN_VERSION, PLUGIN_NAMESPACE)
+    except Exception:  # noqa: BLE001 - some versions raise instead of returning None for an unknown creator
+        return None
+
+
+def load_plugin(trt, library: str | Path | None = None) -> Path:
+    """Load the plugin library into TensorRT's registry and check the SwishBias creator is there; returns its path."""
+    if library is None:
+        from torchtrt_swish import plugin_library_path
+
+        try:
+            library = plugin_library_path()
+        except FileNotFoundError as exc:
+            raise PluginNotFoundError(f"{plugin_identity()}: {exc}") from exc
+    library = Path(library)
+    if not library.is_file():
+        raise PluginNotFoundError(f"{plugin_identity()}: plugin library {library} does not exist")
+    if _find_creator(trt) is None:
+        trt.get_plugin_registry().load_library(str(library))
+    if _find_creator(trt) is None:
+        raise PluginNotFoundError(
+            f"{plugin_identity()} is not registered after loading {library}: the library loaded but did not provide "
+            "that creator (check getCreators and the plugin's name/version/namespace)"
+        )
+    return library
+
+
+def _parser_failure(parser, model: onnx.ModelProto, library: Path | None) -> Exception:
+    lines, missing_plugin = [], []
+    for i in range(parser.num_errors):
+        err = parser.get_error(i)
+        desc = err.desc()
+        idx = err.node()
+        node = model.graph.node[idx] if 0 <= idx < len(model.graph.node) else None
+        op = node.op_type if node is not None else ""
+        lines.append(f"  node {idx} ({op or '?'} {node.name if node is not None else ''}): {desc}")
+        if node is not None and ("Plugin not found" in desc or is_swish_node(node)):
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            version = attrs.get("plugin_version", b"1")
+            namespace = attrs.get("plugin_namespace", node.domain.encode())
+            missing_plugin.append(
+                f"node {node.name!r} asks for plugin {node.op_type} version "
+                f"{version.decode() if isinstance(version, bytes) else version!r} namespace "
+                f"{namespace.decode() if isinstance(namespace, bytes) else namespace!r}"
+            )
+    if missing_plugin:
+        return PluginNotFoundError(
+            "TensorRT's ONNX parser could not find a plugin: " + "; ".join(missing_plugin)
+            + f". This package provides {plugin_identity()}"
+            + (f", loaded from {library}." if library else " (its library was not loaded).")
+            + "\nparser errors:\n" + "\n".join(lines)
+        )
+    return EngineBuildError("TensorRT's ONNX parser failed:\n" + "\n".join(lines))
+
+
+# ------------------------------------------------------------------------------------------------------ build
+
+
+def _input_elem_types(model: onnx.ModelProto) -> set[int]:
+    by_name = {vi.name: vi for vi in model.graph.input}
+    return {by_name[n].type.tensor_type.elem_type for n in graph_input_names(model)}
+
+
+def build_engine(
+    onnx_path: str | Path,
+    engine_path: str | Path,
+    *,
+    precision: str = "fp32",
+    min_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    opt_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    max_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    plugin_library: str | Path | None = None,
+    workspace_gib: float | None = None,
+    verbose: bool = False,
+) -> Path:
+    """Parse `onnx_path` with TensorRT's ONNX parser (plugin loaded), build and write the serialized engine."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
+    model = load_model(onnx_path)
+    if not graph_input_names(model):
+        raise OnnxInputError(f"{onnx_path}: the model has no inputs")
+    profiles = profile_shapes(model, min_shapes, opt_shapes, max_shapes)
+    graph_half = {_HALF_TYPES[t] for t in _input_elem_types(model) if t in _HALF_TYPES}
+    if graph_half and precision != "fp32" and precision not in graph_half:
+        raise EngineBuildError(f"precision {precision} conflicts with the model's {'/'.join(graph_half)} inputs")
+
+    trt = import_tensorrt()
+    library = load_plugin(trt, plugin_library) if any(is_swish_node(n) for n in model.graph.node) else None
+    logger = trt.Logger(trt.Logger.VERBOSE if verbose else trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    has_precision_flags = hasattr(trt.BuilderFlag, "FP16")
+    flags = 0
+    if (graph_half or not has_precision_flags) and hasattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED"):
+        # The graph carries its precision: strong typing keeps TensorRT from re-choosing it (always on in 11.x).
+        flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+    network = builder.create_network(flags)
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse_from_file(str(onnx_path)):
+        raise _parser_failure(parser, model, library)
+
+    config = builder.create_builder_config()
+    if workspace_gib is not None:
+        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace_gib * (1 << 30)))
+    if precision != "fp32" and not graph_half:
+        flag = {"fp16": "FP16", "bf16": "BF16"}[precision]
+        if not hasattr(trt.BuilderFlag, flag):
+            raise EngineBuildError(
+                f"TensorRT {getattr(trt, '__version__', '?')} has no BuilderFlag.{flag} (networks are strongly typed): "
+                f"export the model in {'float16' if precision == 'fp16' else 'bfloat16'} instead "
+                f"(torchtrt-swish export --dtype ...)"
+            )
+        config.set_flag(getattr(trt.BuilderFlag, flag))
+    if profiles:
+        profile = builder.create_optimization_profile()
+        for name, (mn, op, mx) in profiles.items():
+            profile.set_shape(name, mn, op, mx)
+        config.add_optimization_profile(profile)
+    serialized = builder.build_serialized_network(network, config)
+    if serialized is None:
+        raise EngineBuildError("TensorRT's builder returned no engine (see the TensorRT log above for the cause)")
+    engine_path = Path(engine_path)
+    engine_path.parent.mkdir(parents=True, exist_ok=True)
+    engine_path.write_bytes(bytes(memoryview(serialized)))
+    return engine_path

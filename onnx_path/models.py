@@ -1,0 +1,52 @@
+"""Torch models the CLI, the demo and the examples export and check, built the same way each time from a seed."""
+from __future__ import annotations
+
+import torch
+
+import torchtrt_swish
+
+from .common import flush_denormals
+
+__all__ = ["MODEL_CHOICES", "build_model", "calibrate_batchnorm"]
+
+MODEL_CHOICES = ("seed-net", "torchvision:<name>")
+
+
+def calibrate_batchnorm(model: torch.nn.Module, example: torch.Tensor, *, seed: int = 0, batch: int = 16) -> None:
+    """Set BatchNorm running stats from one random batch, so a randomly initialized net has O(1) activations.
+
+    With torchvision's init and default stats (mean 0, var 1) EfficientNet's logits are ~1e-14: every comparison
+    would pass trivially. One forward pass in train mode with cumulative averaging gives real statistics.
+    """
+    bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not bns:
+        return
+    for bn in bns:
+        bn.reset_running_stats()
+        bn.momentum = None  # cumulative average: one batch sets the stats outright
+    gen = torch.Generator().manual_seed(seed + 1)
+    data = torch.randn((batch, *example.shape[1:]), generator=gen, dtype=example.dtype)
+    model.train()
+    with torch.no_grad(), flush_denormals():
+        model(data)
+    model.eval()
+
+
+def build_model(spec: str, *, seed: int = 0, input_shape: tuple[int, ...] | None = None):
+    """(model, example input) for 'seed-net' or 'torchvision:<name>' (random weights, BN calibrated, from `seed`)."""
+    if spec == "seed-net":
+        return torchtrt_swish.Net().eval(), torch.randn(input_shape or (1, 1, 5, 5))
+    if spec.startswith("torchvision:"):
+        import torchvision
+
+        name = spec.split(":", 1)[1]
+        factory = getattr(torchvision.models, name, None)
+        if factory is None or not callable(factory):
+            raise ValueError(f"unknown torchvision model {name!r}")
+        torch.manual_seed(seed)
+        model = factory(weights=None)
+        example = torch.randn(input_shape or (1, 3, 64, 64), generator=torch.Generator().manual_seed(seed))
+        calibrate_batchnorm(model, example, seed=seed)
+        return model.eval(), example
+    raise ValueError(f"unknown model {spec!r}; choose seed-net or torchvision:<name> "
+                     "(e.g. torchvision:efficientnet_b0)")

@@ -1,0 +1,216 @@
+"""Run ONNX graphs that contain SwishBias nodes on the CPU, without TensorRT.
+
+The SwishBias node is computed by this package's own CPU kernel (``torchtrt_swish.swish`` on CPU tensors), so the
+ONNX route can be checked end to end here. Two executors:
+
+* ``ReferenceExecutor`` — ``onnx.reference.ReferenceEvaluator`` with a ``SwishBias`` ``OpRun`` (domain
+  ``torchtrt_swish``); handles float32, float16 and bfloat16 graphs (ONNX's reference ops for everything else).
+* ``ort_session`` — ONNX Runtime on a *domain-rewritten copy*: each SwishBias node becomes an onnxruntime-extensions
+  Python custom op in ``ai.onnx.contrib`` (the only domain those ops live in), calling the same kernel. float32
+  graphs only: the Python custom-op bridge aborts the process on float16 ("Type float16 not supported by python
+  customops api"), and ONNX Runtime's CPU provider lacks bfloat16 kernels for most ops.
+
+Both check the node's plugin identity the way TensorRT's parser looks it up (op_type, ``plugin_version`` default
+"1", ``plugin_namespace``), so a node TensorRT could not resolve fails here too.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import onnx
+import torch
+from onnx.reference import ReferenceEvaluator
+from onnx.reference.op_run import OpRun
+
+import torchtrt_swish
+
+from .common import PLUGIN_NAMESPACE, PLUGIN_VERSION, SWISH_DOMAIN, SWISH_OP, is_swish_node
+
+ORT_DOMAIN = "ai.onnx.contrib"
+BACKENDS = ("reference", "ort")
+
+__all__ = [
+    "BACKENDS",
+    "PluginIdentityError",
+    "swish_numpy",
+    "numpy_to_torch",
+    "SwishBias",
+    "ReferenceExecutor",
+    "rewrite_for_ort",
+    "ort_session",
+    "run_graph",
+]
+
+
+class PluginIdentityError(ValueError):
+    """A SwishBias node names a plugin version/namespace that this package does not provide."""
+
+
+def _check_identity(version, namespace, domain=SWISH_DOMAIN) -> None:
+    version = version.decode() if isinstance(version, bytes) else version
+    namespace = namespace.decode() if isinstance(namespace, bytes) else namespace
+    # TensorRT's parser fallback (onnx-tensorrt FallbackPluginImporter): version defaults to "1"; the namespace
+    # attribute (default "") is tried first, then (TensorRT >= 10.10) the node's domain.
+    version = version if version is not None else "1"
+    tried = [namespace if namespace is not None else "", domain]
+    if version != PLUGIN_VERSION or PLUGIN_NAMESPACE not in tried:
+        raise PluginIdentityError(
+            f"{SWISH_OP} node asks for plugin version {version!r} in namespace {tried[0]!r} (or its domain "
+            f"{domain!r}); this package provides {SWISH_OP} version {PLUGIN_VERSION!r} in namespace "
+            f"{PLUGIN_NAMESPACE!r}"
+        )
+
+
+def numpy_to_torch(a: np.ndarray) -> torch.Tensor:
+    """CPU tensor sharing (or, for read-only buffers, copying) a NumPy array; ml_dtypes' bfloat16 included."""
+    # torch.from_numpy shares memory; a read-only buffer (ONNX Runtime hands those to Python ops) must be copied.
+    a = np.ascontiguousarray(a) if a.flags.writeable else np.array(a, order="C", copy=True)
+    if a.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: same bits as torch.bfloat16
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+def _to_numpy(t: torch.Tensor, like: np.dtype) -> np.ndarray:
+    if t.dtype == torch.bfloat16:
+        return t.contiguous().view(torch.int16).numpy().view(like)
+    return t.numpy()
+
+
+def swish_numpy(x: np.ndarray, bias: np.ndarray | float) -> np.ndarray:
+    """y = x * sigmoid(x) + bias on NumPy arrays, computed by torchtrt_swish's CPU kernel."""
+    x = np.asarray(x)
+    xt = numpy_to_torch(x)
+    if isinstance(bias, np.ndarray):
+        bt = numpy_to_torch(np.asarray(bias))
+    else:
+        bt = torch.tensor(float(bias), dtype=xt.dtype)
+    with torch.no_grad():
+        y = torchtrt_swish.swish(xt, bt)
+    return _to_numpy(y, x.dtype)
+
+
+class SwishBias(OpRun):
+    """onnx.reference implementation of torchtrt_swish::SwishBias (two-input and one-input/attribute forms)."""
+
+    op_domain = SWISH_DOMAIN
+
+    def _run(self, x, bias_tensor=None, bias=None, plugin_version=None, plugin_namespace=None):
+        _check_identity(plugin_version, plugin_namespace, self.onnx_node.domain)
+        if bias_tensor is None and bias is None:
+            raise ValueError(f"{SWISH_OP} node {self.onnx_node.name!r} has neither a bias input nor a bias attribute")
+        return (swish_numpy(x, bias_tensor if bias_tensor is not None else bias),)
+
+
+class ReferenceExecutor:
+    """onnx.reference.ReferenceEvaluator over a model, with SwishBias computed by this package's CPU kernel."""
+
+    def __init__(self, model: onnx.ModelProto):
+        self.model = model
+        self._evaluator = ReferenceEvaluator(model, new_ops=[SwishBias])
+
+    @property
+    def input_names(self) -> list[str]:
+        """Graph input names (without initializers)."""
+        return list(self._evaluator.input_names)
+
+    @property
+    def output_names(self) -> list[str]:
+        """Graph output names."""
+        return list(self._evaluator.output_names)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Outputs by name for one set of inputs."""
+        values = self._evaluator.run(None, dict(feeds))
+        return dict(zip(self.output_names, values))
+
+
+# ------------------------------------------------------------------------------------------ ONNX Runtime route
+
+_ORT_TYPES = {onnx.TensorProto.FLOAT: "Float"}
+_registered_ort_ops: set[str] = set()
+
+
+def _ort_op_type(elem_type: int, with_input: bool) -> str:
+    return f"TorchtrtSwishBias{'' if with_input else 'Attr'}{_ORT_TYPES[elem_type]}"
+
+
+def _register_ort_ops() -> None:
+    """Declare the Python custom ops once per process (onnxruntime-extensions keeps them in a global table)."""
+    if _registered_ort_ops:
+        return
+    from onnxruntime_extensions import PyCustomOpDef, onnx_op
+
+    for elem, pydt in {onnx.TensorProto.FLOAT: PyCustomOpDef.dt_float}.items():
+        op_type = _ort_op_type(elem, True)
+        onnx_op(op_type=op_type, inputs=[pydt, pydt], outputs=[pydt])(lambda x, b: swish_numpy(x, b))
+        _registered_ort_ops.add(op_type)
+        op_type = _ort_op_type(elem, False)
+        onnx_op(op_type=op_type, inputs=[pydt], outputs=[pydt], attrs={"bias": PyCustomOpDef.dt_float})(
+            lambda x, bias=0.0: swish_numpy(x, bias)
+        )
+        _registered_ort_ops.add(op_type)
+
+
+def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
+    try:
+        model = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - best effort, missing types fall back to float32 below
+        pass
+    g = model.graph
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in [*g.input, *g.value_info, *g.output]}
+    types.update({t.name: t.data_type for t in g.initializer})
+    return types
+
+
+def rewrite_for_ort(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Copy of `model` whose SwishBias nodes are onnxruntime-extensions Python ops in ai.onnx.contrib."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    types = _elem_types(model)
+    for node in out.graph.node:
+        if not is_swish_node(node):
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        _check_identity(attrs.get("plugin_version"), attrs.get("plugin_namespace"), node.domain)
+        elem = types.get(node.input[0]) or onnx.TensorProto.FLOAT
+        if elem not in _ORT_TYPES:
+            raise ValueError(
+                f"{SWISH_OP} node {node.name!r}: the ONNX Runtime route supports float32 only, got "
+                f"{onnx.TensorProto.DataType.Name(elem)}; use the 'reference' backend"
+            )
+        with_input = len(node.input) > 1 and node.input[1] != ""
+        node.domain = ORT_DOMAIN
+        node.op_type = _ort_op_type(elem, with_input)
+        # Only the declared attribute may reach the Python op; the identity was checked above.
+        kept = [a for a in node.attribute if a.name == "bias" and not with_input]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+    if not any(o.domain == ORT_DOMAIN for o in out.opset_import):
+        out.opset_import.append(onnx.helper.make_opsetid(ORT_DOMAIN, 1))
+    return out
+
+
+def ort_session(model: onnx.ModelProto):
+    """An onnxruntime.InferenceSession (CPU) running `model`, SwishBias nodes computed by this package's kernel."""
+    import onnxruntime as ort
+    from onnxruntime_extensions import get_library_path
+
+    _register_ort_ops()
+    options = ort.SessionOptions()
+    options.register_custom_ops_library(get_library_path())
+    options.log_severity_level = 3  # the Python-op bridge logs a warning per op otherwise
+    return ort.InferenceSession(
+        rewrite_for_ort(model).SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+
+
+def run_graph(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], backend: str = "reference") -> dict:
+    """Run `model` once on the CPU with the chosen backend ('reference' or 'ort'); outputs by name."""
+    if backend == "reference":
+        return ReferenceExecutor(model).run(feeds)
+    if backend == "ort":
+        sess = ort_session(model)
+        names = [o.name for o in sess.get_outputs()]
+        return dict(zip(names, sess.run(names, dict(feeds))))
+    raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")

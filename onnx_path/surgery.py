@@ -1,0 +1,510 @@
+"""Graph surgery with onnx-graphsurgeon: turn swish-like subgraphs of any ONNX model into SwishBias nodes.
+
+Each pass is a small function registered on ``gs.Graph`` (``@gs.Graph.register()``), so it can also be called as
+``graph.fuse_sigmoid_mul()`` on an imported graph. Passes match by op type, domain, attributes and graph
+*structure* only, never by tensor or node names, and are idempotent: a SwishBias node is never matched again, so a
+second run replaces nothing. ``run_surgery`` wraps them: shape inference (for dtypes), import, passes,
+``cleanup()`` + ``toposort()``, export, and a ``SurgeryReport`` of what was replaced and what was refused.
+
+Passes
+------
+``convert_seed_swish``
+    The two seed export formats (written by the seeds' own export code; the tests rebuild them the same way):
+
+    *Seed 000* — a ``torch.autograd.Function`` whose ``symbolic`` emits
+    ``g.op("custom::Plugin", x, name_s="Swish", info_s=json.dumps({"bias": 3.15, "version": "1"}))``, i.e. a node
+    ``op_type="Plugin"``, ``domain="custom"``, string attributes ``name`` (``"Swish"`` or ``"EfficientSwish"``;
+    other names are other plugins and are left alone) and ``info`` (a JSON object). Inputs ``[x]``, or
+    ``[x, bias]`` when the Function was given the bias tensor.
+
+    *Seed 001* — the node moved to ``domain="ai.onnx.contrib"`` (onnxruntime-extensions' Python custom-op domain,
+    whose op attributes could not carry the info, so it travels as data): ``op_type`` ``"Plugin"`` (or
+    ``"Swish"``/``"EfficientSwish"``), inputs ``[x, info]`` or ``[x, info, bias]`` where ``info`` is a
+    ``Constant`` (node or initializer) of character codes (uint8/int8/int32/int64) spelling a JSON object
+    ``{"name": "Swish", "bias": 3.15}``.
+
+    Either becomes ``SwishBias``: with the bias *tensor* input when the node has one (it must be a constant),
+    otherwise the one-input form with float attribute ``bias`` taken from the info's ``"bias"`` key.
+
+``convert_onnx_swish``
+    The standard ONNX ``Swish`` op (opset >= 24, ``y = x * sigmoid(alpha * x)``) with ``alpha == 1`` — TensorRT 11
+    would import it natively and never reach the plugin. Other alphas are refused (not this function).
+
+``fuse_sigmoid_mul``
+    ``Sigmoid(x)`` feeding ``Mul(x, s)`` (either operand order; both inputs must be the *same* tensor ``x``, so a
+    squeeze-excitation ``x * sigmoid(scale)`` never matches), optionally followed by ``Add`` of a constant bias. The
+    Sigmoid output must feed only that Mul and not be a graph output, otherwise the match is refused (the
+    intermediate would disappear). The Add is folded only if the Mul output feeds nothing else, is not a graph
+    output, and the constant has x's dtype and a layout the plugin supports (scalar, per-channel on the last dim or
+    on dim 1, or full shape) without changing x's shape; otherwise the Add stays and the node gets bias 0.
+
+All passes refuse inputs whose dtype the plugin lacks (only float32/float16/bfloat16).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+
+from .common import (
+    PLUGIN_NAMESPACE,
+    PLUGIN_VERSION,
+    SWISH_DOMAIN,
+    SWISH_ELEM_TYPES,
+    SWISH_OP,
+    elem_type_name,
+    numpy_dtype_for,
+    op_counts,
+)
+
+SEED_NAMES = ("Swish", "EfficientSwish")
+SEED000_DOMAIN = "custom"
+SEED001_DOMAIN = "ai.onnx.contrib"
+PASSES = ("seed", "onnx-swish", "sigmoid-mul")
+_STD_DOMAINS = ("", "ai.onnx", None)
+
+__all__ = [
+    "SEED_NAMES",
+    "PASSES",
+    "Replacement",
+    "Refusal",
+    "SurgeryReport",
+    "run_surgery",
+    "convert_seed_nodes",
+    "fuse_swish",
+    "bias_layout",
+]
+
+
+@dataclasses.dataclass
+class Replacement:
+    """One SwishBias node that replaced `replaced` (node names) — `kind` says which pattern matched."""
+
+    kind: str
+    replaced: list[str]
+    node: str
+    output: str
+    bias: str
+    note: str = ""
+
+
+@dataclasses.dataclass
+class Refusal:
+    """A candidate that was left alone, and why."""
+
+    kind: str
+    node: str
+    reason: str
+
+
+@dataclasses.dataclass
+class SurgeryReport:
+    """What a surgery run replaced and refused, with op-type counts before and after."""
+
+    replaced: list[Replacement] = dataclasses.field(default_factory=list)
+    refused: list[Refusal] = dataclasses.field(default_factory=list)
+    counts_before: dict[str, int] = dataclasses.field(default_factory=dict)
+    counts_after: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def nodes_before(self) -> int:
+        """Total node count before surgery."""
+        return sum(self.counts_before.values())
+
+    @property
+    def nodes_after(self) -> int:
+        """Total node count after surgery."""
+        return sum(self.counts_after.values())
+
+    def kinds(self) -> dict[str, int]:
+        """Number of replacements per pattern kind."""
+        out: dict[str, int] = {}
+        for r in self.replaced:
+            out[r.kind] = out.get(r.kind, 0) + 1
+        return out
+
+    def to_dict(self) -> dict:
+        """JSON-serializable form."""
+        return {
+            "replaced": [dataclasses.asdict(r) for r in self.replaced],
+            "refused": [dataclasses.asdict(r) for r in self.refused],
+            "replaced_by_kind": self.kinds(),
+            "nodes_before": self.nodes_before,
+            "nodes_after": self.nodes_after,
+            "counts_before": dict(self.counts_before),
+            "counts_after": dict(self.counts_after),
+        }
+
+    def to_text(self, max_lines: int = 20) -> str:
+        """Human-readable summary: counts, replacements by kind, refusals with reasons."""
+        lines = [
+            f"nodes: {self.nodes_before} -> {self.nodes_after}; "
+            f"{len(self.replaced)} SwishBias node(s) created"
+            + (f" ({', '.join(f'{k}: {v}' for k, v in sorted(self.kinds().items()))})" if self.replaced else "")
+        ]
+        changed = sorted(set(self.counts_before) | set(self.counts_after))
+        for op in changed:
+            b, a = self.counts_before.get(op, 0), self.counts_after.get(op, 0)
+            if a != b:
+                lines.append(f"  {op}: {b} -> {a}")
+        for r in self.replaced[:max_lines]:
+            note = f" [{r.note}]" if r.note else ""
+            lines.append(f"  replaced {r.kind}: {', '.join(r.replaced)} -> {r.node} (bias {r.bias}){note}")
+        if len(self.replaced) > max_lines:
+            lines.append(f"  ... and {len(self.replaced) - max_lines} more")
+        for r in self.refused:
+            lines.append(f"  refused {r.kind} at {r.node}: {r.reason}")
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------------ helpers
+
+
+def _is_std(node: gs.Node, op: str) -> bool:
+    return node.op == op and node.domain in _STD_DOMAINS
+
+
+def _elem_type(tensor: gs.Tensor) -> int | None:
+    dtype = tensor.dtype
+    if dtype is None:
+        return None
+    if isinstance(dtype, (int, np.integer)):
+        return int(dtype)
+    try:
+        return onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+def _const_values(tensor: gs.Tensor) -> np.ndarray | None:
+    """Values of an initializer or of a Constant node's output; None for anything computed at run time."""
+    if isinstance(tensor, gs.Constant):
+        return np.asarray(tensor.values)
+    if len(tensor.inputs) != 1 or not _is_std(tensor.inputs[0], "Constant"):
+        return None
+    attrs = tensor.inputs[0].attrs
+    if isinstance(attrs.get("value"), gs.Constant):
+        return np.asarray(attrs["value"].values)
+    for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
+                       ("value_ints", np.int64)):
+        if key in attrs:
+            return np.asarray(attrs[key], dtype=dtype)
+    return None
+
+
+def _attr_str(node: gs.Node, key: str) -> str | None:
+    value = node.attrs.get(key)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else None
+
+
+def bias_layout(bias_shape: Sequence[int], x_shape: Sequence | None) -> tuple[bool, str]:
+    """(ok, layout name) when the plugin supports this bias for x; (False, reason) otherwise."""
+    b = [int(d) for d in bias_shape]
+    numel = math.prod(b)
+    if x_shape is None:
+        # Unknown rank: only a bias that cannot grow x (numel 1, rank <= 1) is safe.
+        if numel == 1 and len(b) <= 1:
+            return True, "scalar"
+        return False, f"bias of shape {b} for x of unknown shape cannot be checked against x"
+    xs = list(x_shape)
+    r = len(xs)
+    if len(b) > r:
+        return False, f"bias of shape {b} would change x's shape {xs} (more dims)"
+    for bi, xi in zip(reversed(b), reversed(xs)):
+        if bi != 1 and bi != xi:
+            if isinstance(xi, int):
+                return False, f"bias of shape {b} would change x's shape {xs}"
+            return False, f"bias of shape {b} cannot be checked against x's dynamic shape {xs}"
+    if numel == 1:
+        return True, "scalar"
+    if len(b) == r and all(bi == xi for bi, xi in zip(b, xs)):
+        return True, "full"
+    if len(b) == 1 and xs[-1] == b[0]:
+        return True, "per-channel (last dim)"
+    if r >= 2 and xs[1] == (c := max(b)) and (b == [c] + [1] * (r - 2) or b == [1, c] + [1] * (r - 2)):
+        return True, "per-channel (dim 1)"
+    return False, f"bias of shape {b} is broadcast in a layout the plugin does not support (scalar, per-channel, full)"
+
+
+def _describe(values: np.ndarray, layout: str) -> str:
+    if values.size == 1:
+        return f"{float(values.reshape(-1)[0]):g} ({layout})"
+    return f"{list(values.shape)} ({layout})"
+
+
+class _Names:
+    """Unique node/tensor names for new objects (never used to *find* anything)."""
+
+    def __init__(self, graph: gs.Graph):
+        self.taken = {n.name for n in graph.nodes} | set(graph.tensors().keys())
+
+    def __call__(self, base: str) -> str:
+        name, i = base, 1
+        while name in self.taken:
+            name, i = f"{base}_{i}", i + 1
+        self.taken.add(name)
+        return name
+
+
+def _detach(*nodes: gs.Node | None) -> None:
+    # Clearing both lists unhooks the node from its tensors; cleanup() then drops it.
+    for n in nodes:
+        if n is not None:
+            n.inputs.clear()
+            n.outputs.clear()
+
+
+# ----------------------------------------------------------------------------------------- registered passes
+
+
+@gs.Graph.register()
+def swish_bias(self, x, output, *, bias=None, bias_value=None, name=None):
+    """Add a SwishBias node producing `output` from `x` and a bias tensor (or, one-input form, a float value)."""
+    attrs = {"plugin_version": PLUGIN_VERSION, "plugin_namespace": PLUGIN_NAMESPACE}
+    inputs = [x]
+    if bias is not None:
+        inputs.append(bias)
+    else:
+        attrs["bias"] = float(bias_value)
+    node = gs.Node(op=SWISH_OP, name=name, attrs=attrs, inputs=inputs, outputs=[output], domain=SWISH_DOMAIN)
+    self.nodes.append(node)
+    return node
+
+
+def _dtype_refusal(x: gs.Tensor) -> str | None:
+    et = _elem_type(x)
+    if et is not None and et not in SWISH_ELEM_TYPES:
+        return f"dtype {elem_type_name(et)} is not supported by the plugin (float32, float16, bfloat16 only)"
+    return None
+
+
+def _zero_bias(x: gs.Tensor, names: _Names, base: str) -> gs.Constant | None:
+    et = _elem_type(x)
+    if et is None:
+        return None
+    shape = (1,) if x.shape is not None and len(x.shape) >= 1 else ()
+    return gs.Constant(names(f"{base}/bias"), np.zeros(shape, dtype=numpy_dtype_for(et)))
+
+
+def _foldable_add(graph: gs.Graph, x: gs.Tensor, y: gs.Tensor, names: _Names, base: str):
+    """(add node, bias tensor, bias description, note) for an Add of a constant after `y`, else (None, ..., note)."""
+    if len(y.outputs) != 1 or y in graph.outputs:
+        return None, None, None, ""
+    add = y.outputs[0]
+    if not _is_std(add, "Add") or len(add.inputs) != 2 or add.inputs[0] is add.inputs[1]:
+        return None, None, None, ""
+    other = add.inputs[1] if add.inputs[0] is y else add.inputs[0]
+    values = _const_values(other)
+    if values is None:
+        return None, None, None, "following Add not folded: its other input is not a constant"
+    et = _elem_type(x)
+    if et is not None and values.dtype != numpy_dtype_for(et):
+        return None, None, None, f"following Add not folded: constant dtype {values.dtype} differs from x's"
+    ok, layout = bias_layout(values.shape, x.shape)
+    if not ok:
+        return None, None, None, f"following Add not folded: {layout}"
+    tensor = other if isinstance(other, gs.Constant) else gs.Constant(names(f"{base}/bias"), values)
+    return add, tensor, _describe(values, layout), ""
+
+
+def _replace(graph, names, kind, matched, x, y, fold_bias):
+    """Swap `matched` (computing y from x) and an optional constant Add for one SwishBias; returns a Replacement."""
+    base = matched[0].name or kind
+    add, bias, desc, note = _foldable_add(graph, x, y, names, base) if fold_bias else (None, None, None, "")
+    if bias is None:
+        bias = _zero_bias(x, names, base)
+        if bias is None:
+            return None
+        desc = "0 (scalar)"
+    final = add.outputs[0] if add is not None else y
+    replaced = [n.name for n in [*matched, add] if n is not None]
+    _detach(*matched, add)
+    node = graph.swish_bias(x, final, bias=bias, name=names(f"{base}/SwishBias"))
+    return Replacement(kind=f"{kind}-add" if add is not None else kind, replaced=replaced, node=node.name,
+                       output=final.name, bias=desc, note=note)
+
+
+@gs.Graph.register()
+def fuse_sigmoid_mul(self, fold_bias=True):
+    """Fuse Sigmoid(x) -> Mul(x, .) [-> Add(const)] into SwishBias; returns (replacements, refusals)."""
+    names, done, refused = _Names(self), [], []
+    for sig in list(self.nodes):
+        if not _is_std(sig, "Sigmoid") or len(sig.inputs) != 1 or len(sig.outputs) != 1:
+            continue
+        x, s = sig.inputs[0], sig.outputs[0]
+        muls = [n for n in s.outputs if _is_std(n, "Mul") and len(n.inputs) == 2
+                and {id(n.inputs[0]), id(n.inputs[1])} == {id(x), id(s)}]
+        if not muls:
+            continue  # sigmoid used as a gate on another tensor: not a swish
+        mul = muls[0]
+        if len(s.outputs) > 1 or s in self.outputs:
+            refused.append(Refusal("sigmoid-mul", sig.name, "the Sigmoid output is also used elsewhere "
+                                                            "(graph output or another consumer)"))
+            continue
+        if (reason := _dtype_refusal(x)) is not None:
+            refused.append(Refusal("sigmoid-mul", sig.name, reason))
+            continue
+        rep = _replace(self, names, "sigmoid-mul", [sig, mul], x, mul.outputs[0], fold_bias)
+        if rep is None:
+            refused.append(Refusal("sigmoid-mul", sig.name, "x's dtype is unknown (run shape inference first)"))
+        else:
+            done.append(rep)
+    return done, refused
+
+
+@gs.Graph.register()
+def convert_onnx_swish(self, fold_bias=True):
+    """Convert standard ONNX Swish nodes with alpha == 1 into SwishBias; returns (replacements, refusals)."""
+    names, done, refused = _Names(self), [], []
+    for node in list(self.nodes):
+        if not _is_std(node, "Swish") or len(node.inputs) != 1 or len(node.outputs) != 1:
+            continue
+        alpha = float(node.attrs.get("alpha", 1.0))
+        if alpha != 1.0:
+            refused.append(Refusal("onnx-swish", node.name, f"alpha={alpha:g}: only alpha=1 is x*sigmoid(x)"))
+            continue
+        if (reason := _dtype_refusal(node.inputs[0])) is not None:
+            refused.append(Refusal("onnx-swish", node.name, reason))
+            continue
+        rep = _replace(self, names, "onnx-swish", [node], node.inputs[0], node.outputs[0], fold_bias)
+        if rep is None:
+            refused.append(Refusal("onnx-swish", node.name, "x's dtype is unknown (run shape inference first)"))
+        else:
+            done.append(rep)
+    return done, refused
+
+
+def _decode_info(values: np.ndarray | None) -> dict | None:
+    if values is None or values.dtype.kind not in "iu" or values.ndim > 1:
+        return None
+    try:
+        info = json.loads(bytes(int(c) for c in values.reshape(-1)).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def _seed_match(node: gs.Node):
+    """(kind, info, bias tensor or None) for a seed-format swish node, or a refusal reason string, or None."""
+    if node.domain == SEED000_DOMAIN and node.op == "Plugin":
+        if _attr_str(node, "name") not in SEED_NAMES:
+            return None  # another plugin of the seed's framework
+        raw = _attr_str(node, "info") or "{}"
+        try:
+            info = json.loads(raw)
+        except ValueError:
+            return f"info attribute is not JSON: {raw[:60]!r}"
+        return "seed-000", info if isinstance(info, dict) else {}, node.inputs[1] if len(node.inputs) > 1 else None
+    if node.domain == SEED001_DOMAIN and node.op in ("Plugin", *SEED_NAMES):
+        info = _decode_info(_const_values(node.inputs[1])) if len(node.inputs) > 1 else None
+        if info is None:
+            return None if node.op == "Plugin" else "second input is not a Constant of character codes holding JSON"
+        if node.op == "Plugin" and info.get("name") not in SEED_NAMES:
+            return None
+        return "seed-001", info, node.inputs[2] if len(node.inputs) > 2 else None
+    return None
+
+
+@gs.Graph.register()
+def convert_seed_swish(self):
+    """Convert seed 000 (custom::Plugin) and seed 001 (ai.onnx.contrib) swish nodes; returns (replaced, refused)."""
+    names, done, refused = _Names(self), [], []
+    for node in list(self.nodes):
+        match = _seed_match(node)
+        if match is None:
+            continue
+        kind = "seed-000" if node.domain == SEED000_DOMAIN else "seed-001"
+        if isinstance(match, str):
+            refused.append(Refusal(kind, node.name, match))
+            continue
+        kind, info, bias_in = match
+        x, y = node.inputs[0], node.outputs[0]
+        if (reason := _dtype_refusal(x)) is not None:
+            refused.append(Refusal(kind, node.name, reason))
+            continue
+        if bias_in is not None:
+            values = _const_values(bias_in)
+            if values is None:
+                refused.append(Refusal(kind, node.name, "bias input is not a constant"))
+                continue
+            ok, layout = bias_layout(values.shape, x.shape)
+            if not ok:
+                refused.append(Refusal(kind, node.name, layout))
+                continue
+            bias = bias_in if isinstance(bias_in, gs.Constant) else gs.Constant(names(f"{node.name}/bias"), values)
+            kwargs, desc = {"bias": bias}, _describe(values, layout)
+        elif isinstance(info.get("bias"), (int, float)) and not isinstance(info.get("bias"), bool):
+            kwargs, desc = {"bias_value": float(info["bias"])}, f"{float(info['bias']):g} (attribute)"
+        else:
+            refused.append(Refusal(kind, node.name, "no bias: neither a bias input nor a numeric 'bias' in info"))
+            continue
+        _detach(node)
+        new = self.swish_bias(x, y, name=names(f"{node.name or kind}/SwishBias"), **kwargs)
+        done.append(Replacement(kind=kind, replaced=[node.name], node=new.name, output=y.name, bias=desc))
+    return done, refused
+
+
+# ------------------------------------------------------------------------------------------------- model level
+
+
+def _prune_unused_domains(model: onnx.ModelProto) -> None:
+    used = {n.domain for n in model.graph.node} | {f.domain for f in model.functions}
+    for f in model.functions:
+        used |= {n.domain for n in f.node}
+    used |= {"", "ai.onnx"}
+    keep = [o for o in model.opset_import if o.domain in used]
+    del model.opset_import[:]
+    model.opset_import.extend(keep)
+
+
+def run_surgery(
+    model: onnx.ModelProto, passes: Sequence[str] = PASSES, *, fold_bias: bool = True
+) -> tuple[onnx.ModelProto, SurgeryReport]:
+    """Run the chosen passes ('seed', 'onnx-swish', 'sigmoid-mul') on a model; returns (new model, report)."""
+    unknown = [p for p in passes if p not in PASSES]
+    if unknown:
+        raise ValueError(f"unknown surgery pass(es) {unknown}; choose from {', '.join(PASSES)}")
+    report = SurgeryReport(counts_before=dict(op_counts(model)))
+    try:
+        # Intermediate dtypes/shapes are needed for the dtype and bias-layout checks.
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:  # noqa: BLE001 - inference is best effort; unknown types lead to refusals, not errors
+        inferred = model
+    graph = gs.import_onnx(inferred)
+    steps = {"seed": graph.convert_seed_swish, "onnx-swish": lambda: graph.convert_onnx_swish(fold_bias),
+             "sigmoid-mul": lambda: graph.fuse_sigmoid_mul(fold_bias)}
+    for name in PASSES:  # fixed order: seeds first, then ONNX Swish, then the generic pattern
+        if name in passes:
+            done, refused = steps[name]()
+            report.replaced += done
+            report.refused += refused
+    if not report.replaced:
+        out = onnx.ModelProto()
+        out.CopyFrom(model)
+    else:
+        graph.cleanup().toposort()
+        out = gs.export_onnx(graph, do_type_check=False)
+        out.ir_version = model.ir_version
+        out.producer_name, out.producer_version = model.producer_name, model.producer_version
+        del out.metadata_props[:]
+        out.metadata_props.extend(model.metadata_props)
+        _prune_unused_domains(out)
+    report.counts_after = dict(op_counts(out))
+    return out, report
+
+
+def convert_seed_nodes(model: onnx.ModelProto) -> tuple[onnx.ModelProto, SurgeryReport]:
+    """Only the seed-format conversion."""
+    return run_surgery(model, ("seed",))
+
+
+def fuse_swish(model: onnx.ModelProto, *, fold_bias: bool = True) -> tuple[onnx.ModelProto, SurgeryReport]:
+    """ONNX Swish conversion and Sigmoid/Mul(/Add) fusion, for third-party models."""
+    return run_surgery(model, ("onnx-swish", "sigmoid-mul"), fold_bias=fold_bias)

@@ -1,0 +1,151 @@
+"""Polygraphy parity: PyTorch float64 reference vs the CPU plugin-graph executors, per dtype, with reports."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import torchtrt_swish as ts
+from onnx_path.common import swish_nodes
+from onnx_path.export import dynamo_supported, export_onnx
+from onnx_path.parity import (
+    TOLERANCES,
+    ReferenceExecutorRunner,
+    TorchRunner,
+    check_parity,
+    compare_runners,
+    independent_swish,
+    onnx_input_metadata,
+    random_feeds,
+)
+from onnx_path.surgery import fuse_swish
+
+
+@pytest.fixture(scope="module")
+def seed_onnx():
+    return export_onnx(ts.Net(), torch.randn(1, 1, 5, 5))
+
+
+def rows(report, runner):
+    comp = next(c for c in report.comparisons if c["runner"] == runner)
+    return {r["name"]: r for r in comp["outputs"]}
+
+
+def test_seed_net_float32_passes_with_both_executors(seed_onnx, tmp_path):
+    report = check_parity(seed_onnx, torch_model=ts.Net(), batch=3, seed=0)
+    assert report.passed
+    assert report.reference == "pytorch-fp64"
+    assert {c["runner"] for c in report.comparisons} == {"onnx-reference+swish", "onnxruntime+swish"}
+    for runner in ("onnx-reference+swish", "onnxruntime+swish"):
+        y = rows(report, runner)["y"]
+        assert y["passed"] and 0 < y["max_abs"] < 1e-5, y  # float32 vs float64: small but not zero
+    table = report.to_table()
+    assert "max_abs" in table and "PASS" in table and "overall: PASS" in table
+    data = json.loads(report.to_json(tmp_path / "r.json"))
+    assert data == json.loads((tmp_path / "r.json").read_text())
+    assert data["passed"] is True and data["tolerances"] == {"atol": 1e-4, "rtol": 1e-3}
+
+
+def test_a_wrong_bias_fails(seed_onnx):
+    broken = onnx.ModelProto()
+    broken.CopyFrom(seed_onnx)
+    bias_name = swish_nodes(broken)[0].input[1]
+    init = next(t for t in broken.graph.initializer if t.name == bias_name)
+    init.CopyFrom(onnx.numpy_helper.from_array(np.array([3.15 + 0.05], dtype=np.float32), bias_name))
+    report = check_parity(broken, torch_model=ts.Net(), batch=2)
+    assert not report.passed
+    y = rows(report, "onnx-reference+swish")["y"]
+    assert not y["passed"] and y["max_abs"] == pytest.approx(0.05, rel=1e-3)
+    assert "FAIL" in report.to_table()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_parity_with_its_tolerance(dtype):
+    if dtype == "bfloat16":
+        if not dynamo_supported():
+            pytest.skip("bfloat16 Conv needs opset 22, exported here by the dynamo exporter")
+        model = export_onnx(ts.Net(), torch.randn(1, 1, 5, 5), exporter="dynamo", opset=22, dtype=dtype)
+    else:
+        model = export_onnx(ts.Net(), torch.randn(1, 1, 5, 5), dtype=dtype)
+    report = check_parity(model, torch_model=ts.Net(), dtype=dtype, batch=2)
+    assert report.passed, report.to_table()
+    assert (report.atol, report.rtol) == TOLERANCES[dtype]
+    y = rows(report, "onnx-reference+swish")["y"]
+    assert y["max_abs"] > 1e-5, "half precision must show some rounding against float64"
+    assert [s["runner"] for s in report.skipped] == ["onnxruntime+swish"]
+
+
+def test_per_layer_mode_compares_intermediate_tensors(seed_onnx):
+    report = check_parity(seed_onnx, torch_model=ts.Net(), per_layer=True)
+    assert report.passed and report.per_layer
+    pair = next(c for c in report.comparisons if c["reference"] == "onnx-reference+swish")
+    names = {r["name"] for r in pair["outputs"]}
+    conv_out = seed_onnx.graph.node[0].output[0]
+    assert names == {conv_out, "y"}
+    # The torch reference only has the graph output: intermediates are not paired with it.
+    assert set(rows(report, "onnx-reference+swish")) == {"y"}
+
+
+def test_reference_onnx_mode_for_a_fused_graph():
+    nodes = [h.make_node("Conv", ["x", "w"], ["c"]), h.make_node("Sigmoid", ["c"], ["s"]),
+             h.make_node("Mul", ["s", "c"], ["y"])]
+    w = onnx.numpy_helper.from_array(np.random.default_rng(0).standard_normal((4, 2, 3, 3)).astype(np.float32), "w")
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, ["batch", 2, 6, 6])],
+                         [h.make_tensor_value_info("y", T.FLOAT, None)], initializer=[w])
+    original = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    fused, _ = fuse_swish(original)
+    report = check_parity(fused, reference_onnx=original, per_layer=True)
+    assert report.passed, report.to_table()
+    assert report.reference == "onnxruntime-original"
+    assert {"c", "y"} <= set(rows(report, "onnx-reference+swish"))
+
+
+def test_independent_swish_bypasses_the_package_kernel():
+    x = torch.randn(4, dtype=torch.float64)
+    bias = torch.tensor([0.5], dtype=torch.float32)  # a dtype mismatch the kernel rejects
+    with pytest.raises(RuntimeError):
+        ts.swish(x, bias)
+    with independent_swish():
+        y = ts.swish(x, bias)
+    torch.testing.assert_close(y, torch.nn.functional.silu(x) + 0.5)
+
+
+def test_compare_runners_with_custom_runners_and_tolerance(seed_onnx):
+    net = ts.Net()
+    meta = onnx_input_metadata(seed_onnx)
+    feeds = random_feeds(seed_onnx, batch=2, seed=3, count=2)
+    runners = [TorchRunner(net, meta, ["y"], reference=True),
+               TorchRunner(net, meta, ["y"], name="pytorch-eager-fp32"),
+               ReferenceExecutorRunner(seed_onnx, name="executor")]
+    report = compare_runners(runners, feeds, tolerances=(0.0, 0.0))
+    # Zero tolerance: float32 results against float64 cannot all be exact.
+    assert not report.passed
+    assert {c["runner"] for c in report.comparisons} == {"pytorch-eager-fp32", "executor"}
+    report = compare_runners(runners, feeds)
+    assert report.passed
+
+
+def test_missing_tensorrt_is_reported_as_skipped(seed_onnx, tmp_path):
+    try:
+        import tensorrt  # noqa: F401
+        pytest.skip("TensorRT is importable here: the TensorRT path is covered by test_onnx_engine.py")
+    except ImportError:
+        pass
+    report = check_parity(seed_onnx, torch_model=ts.Net(), engine_path=tmp_path / "none.engine")
+    assert report.passed
+    assert report.skipped and report.skipped[0]["runner"] == "tensorrt"
+    assert "TensorRT is not importable" in report.skipped[0]["reason"]
+
+
+def test_bad_arguments(seed_onnx):
+    with pytest.raises(ValueError, match="unknown dtype"):
+        check_parity(seed_onnx, torch_model=ts.Net(), dtype="float8")
+    with pytest.raises(ValueError, match="needs a reference"):
+        check_parity(seed_onnx)
+    with pytest.raises(ValueError, match="dynamic"):
+        random_feeds(export_onnx(ts.Net(), torch.randn(1, 1, 5, 5), exporter="torchscript", dynamic_spatial=True))

@@ -1,0 +1,416 @@
+"""Graph surgery: seed-format conversion, Sigmoid/Mul(/Add) fusion with its safety checks, ONNX Swish conversion."""
+from __future__ import annotations
+
+import io
+import json
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from onnx_path.common import SWISH_DOMAIN, SWISH_OP, op_counts, swish_nodes
+from onnx_path.export import dynamo_supported, export_onnx
+from onnx_path.models import build_model
+from onnx_path.parity import check_parity
+from onnx_path.reference import ReferenceExecutor
+from onnx_path.surgery import bias_layout, convert_seed_nodes, fuse_swish, run_surgery
+
+
+def ref_swish64(x, bias=0.0):
+    """Independent float64 reference: x * sigmoid(x) + bias in NumPy."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return x / (1.0 + np.exp(-x)) + np.asarray(bias, dtype=np.float64)
+
+
+def attrs_of(node):
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def export_torchscript(module, x, opset=11) -> onnx.ModelProto:
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module.eval(), (x,), buf, dynamo=False, opset_version=opset, input_names=["x"],
+                          output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    return onnx.load_from_string(buf.getvalue())
+
+
+# ----------------------------------------------------------------------------- the seeds' own export patterns
+
+
+class Seed000Swish(torch.autograd.Function):
+    """Seed 000: info JSON as a string attribute of a generic custom::Plugin node, bias a Python float."""
+
+    @staticmethod
+    def forward(ctx, x, bias):
+        return x * torch.sigmoid(x) + bias
+
+    @staticmethod
+    def symbolic(g, x, bias):
+        return g.op("custom::Plugin", x, name_s="Swish", info_s=json.dumps({"bias": bias, "version": "1"}))
+
+
+class Seed000SwishTensorBias(torch.autograd.Function):
+    """Seed 000 with the learnable bias passed as a tensor input of the plugin node."""
+
+    @staticmethod
+    def forward(ctx, x, bias):
+        return x * torch.sigmoid(x) + bias
+
+    @staticmethod
+    def symbolic(g, x, bias):
+        return g.op("custom::Plugin", x, bias, name_s="EfficientSwish", info_s=json.dumps({"version": "1"}))
+
+
+class Seed000OtherPlugin(torch.autograd.Function):
+    """Another plugin of the seed's framework: must be left alone."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def symbolic(g, x):
+        return g.op("custom::Plugin", x, name_s="Clip", info_s="{}")
+
+
+class Seed001Swish(torch.autograd.Function):
+    """Seed 001: ai.onnx.contrib node, info JSON as a Constant of character codes on the second input."""
+
+    @staticmethod
+    def forward(ctx, x, bias):
+        return x * torch.sigmoid(x) + bias
+
+    @staticmethod
+    def symbolic(g, x, bias):
+        info = json.dumps({"name": "Swish", "bias": bias})
+        codes = g.op("Constant", value_t=torch.tensor(list(info.encode("utf-8")), dtype=torch.uint8))
+        return g.op("ai.onnx.contrib::Plugin", x, codes)
+
+
+class Seed001SwishTensorBias(torch.autograd.Function):
+    """Seed 001 with a bias tensor as third input (the info names the op only)."""
+
+    @staticmethod
+    def forward(ctx, x, bias):
+        return x * torch.sigmoid(x) + bias
+
+    @staticmethod
+    def symbolic(g, x, bias):
+        codes = g.op("Constant", value_t=torch.tensor(list(b'{"name": "EfficientSwish"}'), dtype=torch.int64))
+        return g.op("ai.onnx.contrib::Plugin", x, codes, bias)
+
+
+class SeedNet(torch.nn.Module):
+    def __init__(self, fn, bias=3.15, channels=1):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, channels, 3, bias=False)
+        self.fn = fn
+        self.bias = bias if not isinstance(bias, torch.Tensor) else torch.nn.Parameter(bias)
+
+    def forward(self, x):
+        return self.fn.apply(self.conv(x), self.bias)
+
+
+def conv_of(module, x):
+    with torch.no_grad():
+        return module.conv.double()(torch.from_numpy(x).double()).numpy()
+
+
+X = np.random.default_rng(0).standard_normal((2, 1, 6, 6)).astype(np.float32) * 3
+
+
+@pytest.mark.parametrize("fn", [Seed000Swish, Seed001Swish])
+def test_seed_float_bias_becomes_one_input_swish(fn):
+    module = SeedNet(fn, bias=3.15)
+    model = export_torchscript(module, torch.randn(1, 1, 6, 6))
+    converted, report = convert_seed_nodes(model)
+    (node,) = swish_nodes(converted)
+    assert len(node.input) == 1
+    attrs = attrs_of(node)
+    assert attrs["plugin_version"] == b"1" and attrs["plugin_namespace"] == b"torchtrt_swish"
+    assert attrs["bias"] == pytest.approx(3.15)
+    assert [r.kind for r in report.replaced] == ["seed-000" if fn is Seed000Swish else "seed-001"]
+    assert not any(n.domain in ("custom", "ai.onnx.contrib") for n in converted.graph.node)
+    assert not any(n.op_type == "Constant" for n in converted.graph.node), "the info constant must be cleaned up"
+    assert {o.domain for o in converted.opset_import} == {"", SWISH_DOMAIN}
+    onnx.checker.check_model(converted, full_check=True)
+    got = ReferenceExecutor(converted).run({"x": X})["y"]
+    np.testing.assert_allclose(got, ref_swish64(conv_of(module, X), 3.15), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fn", [Seed000SwishTensorBias, Seed001SwishTensorBias])
+def test_seed_tensor_bias_becomes_two_input_swish(fn):
+    bias = torch.tensor([0.5, -1.0, 2.0]).view(3, 1, 1)
+    module = SeedNet(fn, bias=bias, channels=3)
+    model = export_torchscript(module, torch.randn(1, 1, 6, 6))
+    converted, report = convert_seed_nodes(model)
+    (node,) = swish_nodes(converted)
+    assert len(node.input) == 2
+    assert node.input[1] in {t.name for t in converted.graph.initializer}
+    assert "per-channel" in report.replaced[0].bias
+    got = ReferenceExecutor(converted).run({"x": X})["y"]
+    np.testing.assert_allclose(got, ref_swish64(conv_of(module, X), bias.numpy()), rtol=1e-5, atol=1e-5)
+
+
+def test_other_seed_plugins_are_left_alone():
+    class Both(torch.nn.Module):
+        def forward(self, x):
+            return Seed000Swish.apply(Seed000OtherPlugin.apply(x), 1.0)
+
+    model = export_torchscript(Both(), torch.randn(1, 1, 4, 4))
+    converted, report = convert_seed_nodes(model)
+    assert len(report.replaced) == 1 and not report.refused
+    kinds = [(n.domain, n.op_type) for n in converted.graph.node]
+    assert ("custom", "Plugin") in kinds and (SWISH_DOMAIN, SWISH_OP) in kinds
+
+
+def seed000_node_model(info: str, name: str = "Swish") -> onnx.ModelProto:
+    node = h.make_node("Plugin", ["x"], ["y"], domain="custom", name="plug")
+    node.attribute.extend([h.make_attribute("name", name), h.make_attribute("info", info)])
+    graph = h.make_graph([node], "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("custom", 1)])
+
+
+def test_seed_refusals_have_reasons():
+    _, report = convert_seed_nodes(seed000_node_model("not json"))
+    assert not report.replaced and "not JSON" in report.refused[0].reason
+    _, report = convert_seed_nodes(seed000_node_model('{"version": "1"}'))
+    assert not report.replaced and "no bias" in report.refused[0].reason
+
+
+# ------------------------------------------------------------------------------------- synthetic fusion graphs
+
+
+def vi(name, shape, elem=T.FLOAT):
+    return h.make_tensor_value_info(name, elem, shape)
+
+
+def model_of(nodes, inputs, outputs, inits=(), opset=17):
+    return h.make_model(h.make_graph(nodes, "g", inputs, outputs, initializer=list(inits)),
+                        opset_imports=[h.make_opsetid("", opset)])
+
+
+def swish_graph(*, mul_order=("x", "s"), add=None, extra_outputs=(), extra_nodes=(), elem=T.FLOAT,
+                shape=(2, 3, 4, 4), names=("sig", "mul", "add")):
+    """x -> Sigmoid -> Mul(x, s) [-> Add(bias)] -> y, with the knobs the safety checks need."""
+    nodes = [h.make_node("Sigmoid", ["x"], ["s"], name=names[0]),
+             h.make_node("Mul", list(mul_order), ["m"], name=names[1])]
+    inits = []
+    out = "m"
+    if add is not None:
+        inits.append(onnx.numpy_helper.from_array(np.asarray(add, dtype=onnx.helper.tensor_dtype_to_np_dtype(elem)),
+                                                  "bias"))
+        nodes.append(h.make_node("Add", ["m", "bias"], ["y"], name=names[2]))
+        out = "y"
+    nodes += list(extra_nodes)
+    outputs = [vi(out, list(shape), elem)] + [vi(n, list(shape), elem) for n in extra_outputs]
+    return model_of(nodes, [vi("x", list(shape), elem)], outputs, inits)
+
+
+XS = np.random.default_rng(1).standard_normal((2, 3, 4, 4)).astype(np.float32) * 4
+
+
+@pytest.mark.parametrize("order", [("x", "s"), ("s", "x")])
+def test_sigmoid_mul_fuses_in_either_order(order):
+    fused, report = fuse_swish(swish_graph(mul_order=order))
+    assert op_counts(fused) == {f"{SWISH_DOMAIN}::{SWISH_OP}": 1}
+    assert report.kinds() == {"sigmoid-mul": 1} and report.replaced[0].bias.startswith("0")
+    assert [o.name for o in fused.graph.output] == ["m"], "the graph output keeps its name"
+    np.testing.assert_allclose(ReferenceExecutor(fused).run({"x": XS})["m"], ref_swish64(XS), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("bias", "layout"),
+    [(0.25, "scalar"), ([[[0.1]], [[0.2]], [[-0.3]]], "per-channel (dim 1)"), ([0.5, 1.0, 1.5, 2.0], "last dim"),
+     (np.linspace(-1, 1, 96).reshape(2, 3, 4, 4), "full")],
+)
+def test_constant_add_is_folded(bias, layout):
+    fused, report = fuse_swish(swish_graph(add=bias))
+    assert op_counts(fused) == {f"{SWISH_DOMAIN}::{SWISH_OP}": 1}
+    assert report.replaced[0].kind == "sigmoid-mul-add" and layout in report.replaced[0].bias
+    np.testing.assert_allclose(ReferenceExecutor(fused).run({"x": XS})["y"],
+                               ref_swish64(XS, np.asarray(bias, dtype=np.float32)), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("bias", "why"),
+    [(np.ones((2, 2, 3, 4, 4)), "change x's shape"), (np.ones((1, 1, 4, 1)), "does not support")],
+)
+def test_add_that_the_plugin_cannot_take_is_kept(bias, why):
+    fused, report = fuse_swish(swish_graph(add=bias))
+    counts = op_counts(fused)
+    assert counts["Add"] == 1 and counts[f"{SWISH_DOMAIN}::{SWISH_OP}"] == 1
+    assert why in report.replaced[0].note
+    want = ref_swish64(XS, bias)
+    np.testing.assert_allclose(ReferenceExecutor(fused).run({"x": XS})["y"], want, rtol=1e-6, atol=1e-6)
+
+
+def test_add_of_a_runtime_tensor_is_not_folded():
+    nodes = [h.make_node("Sigmoid", ["x"], ["s"]), h.make_node("Mul", ["x", "s"], ["m"]),
+             h.make_node("Add", ["m", "z"], ["y"])]
+    model = model_of(nodes, [vi("x", [2, 3]), vi("z", [2, 3])], [vi("y", [2, 3])])
+    fused, report = fuse_swish(model)
+    assert op_counts(fused)["Add"] == 1 and "not a constant" in report.replaced[0].note
+
+
+def test_intermediates_used_elsewhere_are_refused():
+    # Sigmoid output is also a graph output: fusing would delete it.
+    model = swish_graph(extra_outputs=["s"])
+    fused, report = fuse_swish(model)
+    assert not report.replaced and "used elsewhere" in report.refused[0].reason
+    assert fused.SerializeToString() == model.SerializeToString()
+    # Sigmoid output feeds another node as well.
+    model = swish_graph(extra_nodes=[h.make_node("Relu", ["s"], ["r"])], extra_outputs=["r"])
+    _, report = fuse_swish(model)
+    assert not report.replaced and report.refused
+    # Mul output feeds a second consumer: the Mul may fuse, but the Add must stay.
+    model = swish_graph(add=0.5, extra_nodes=[h.make_node("Relu", ["m"], ["r"])], extra_outputs=["r"])
+    fused, report = fuse_swish(model)
+    assert op_counts(fused)["Add"] == 1 and report.replaced[0].kind == "sigmoid-mul"
+
+
+def test_gate_on_another_tensor_is_not_a_swish():
+    # Squeeze-excitation style x * sigmoid(z): same op types, different structure — named like a swish on purpose.
+    nodes = [h.make_node("Sigmoid", ["z"], ["s"], name="swish/Sigmoid"),
+             h.make_node("Mul", ["x", "s"], ["y"], name="swish/Mul")]
+    model = model_of(nodes, [vi("x", [2, 3]), vi("z", [2, 3])], [vi("y", [2, 3])])
+    fused, report = fuse_swish(model)
+    assert not report.replaced and not report.refused
+    assert op_counts(fused) == {"Sigmoid": 1, "Mul": 1}
+
+
+def test_matching_ignores_names():
+    plain = swish_graph(add=0.5, names=("", "", ""))
+    odd = swish_graph(add=0.5, names=("Relu_7", "Conv_3", "MatMul"))
+    for model in (plain, odd):
+        fused, report = fuse_swish(model)
+        assert report.kinds() == {"sigmoid-mul-add": 1}
+
+
+def test_float64_is_refused():
+    _, report = fuse_swish(swish_graph(elem=T.DOUBLE))
+    assert not report.replaced and "DOUBLE" in report.refused[0].reason
+
+
+@pytest.mark.parametrize("elem", [T.FLOAT16, T.BFLOAT16])
+def test_half_types_fuse_with_a_bias_of_their_type(elem):
+    fused, _ = fuse_swish(swish_graph(elem=elem, add=0.5))
+    bias = next(t for t in fused.graph.initializer)
+    assert bias.data_type == elem
+    x = XS.astype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+    got = ReferenceExecutor(fused).run({"x": x})["y"].astype(np.float64)
+    np.testing.assert_allclose(got, ref_swish64(x.astype(np.float64), 0.5), rtol=2e-2, atol=2e-2)
+
+
+def onnx_swish_model(alpha=None, add=None):
+    kwargs = {} if alpha is None else {"alpha": alpha}
+    nodes = [h.make_node("Swish", ["x"], ["m"], name="swish", **kwargs)]
+    inits, out = [], "m"
+    if add is not None:
+        inits.append(onnx.numpy_helper.from_array(np.asarray([add], dtype=np.float32), "b"))
+        nodes.append(h.make_node("Add", ["b", "m"], ["y"]))
+        out = "y"
+    return model_of(nodes, [vi("x", [2, 3, 4, 4])], [vi(out, [2, 3, 4, 4])], inits, opset=24)
+
+
+@pytest.mark.parametrize("alpha", [None, 1.0])
+def test_onnx_swish_alpha_1_is_converted(alpha):
+    model = onnx_swish_model(alpha, add=-2.0)
+    fused, report = fuse_swish(model)
+    assert op_counts(fused) == {f"{SWISH_DOMAIN}::{SWISH_OP}": 1}
+    assert report.kinds() == {"onnx-swish-add": 1}
+    want = onnx.reference.ReferenceEvaluator(model).run(None, {"x": XS})[0]
+    np.testing.assert_allclose(ReferenceExecutor(fused).run({"x": XS})["y"], want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(want, ref_swish64(XS, -2.0), rtol=1e-6, atol=1e-6)
+
+
+def test_onnx_swish_other_alpha_is_refused():
+    _, report = fuse_swish(onnx_swish_model(0.5))
+    assert not report.replaced and "alpha=0.5" in report.refused[0].reason
+
+
+def test_surgery_is_idempotent_and_reports_counts():
+    once, first = run_surgery(swish_graph(add=0.5))
+    twice, second = run_surgery(once)
+    assert len(first.replaced) == 1 and not second.replaced and not second.refused
+    assert twice.SerializeToString() == once.SerializeToString()
+    assert first.nodes_before == 3 and first.nodes_after == 1
+    text = first.to_text()
+    assert "3 -> 1" in text and "sigmoid-mul-add" in text
+    assert json.loads(json.dumps(first.to_dict()))["replaced_by_kind"] == {"sigmoid-mul-add": 1}
+
+
+def test_unknown_pass_name():
+    with pytest.raises(ValueError, match="unknown surgery pass"):
+        run_surgery(swish_graph(), ("fold-everything",))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    x_shape=st.lists(st.integers(1, 4), min_size=0, max_size=4),
+    b_shape=st.lists(st.integers(1, 4), min_size=0, max_size=5),
+)
+def test_bias_layout_never_accepts_a_shape_change(x_shape, b_shape):
+    ok, _ = bias_layout(b_shape, x_shape)
+    if ok:
+        assert np.broadcast_shapes(tuple(b_shape), tuple(x_shape)) == tuple(x_shape)
+
+
+# ------------------------------------------------------------------------------------- a torchvision model
+
+
+@pytest.fixture(scope="module")
+def efficientnet():
+    torch_model, example = build_model("torchvision:efficientnet_b0", seed=0)
+    original = export_onnx(torch_model, example, output_names=["logits"])
+    fused, report = run_surgery(original)
+    return torch_model, original, fused, report
+
+
+def test_every_silu_of_efficientnet_becomes_one_node(efficientnet):
+    torch_model, original, fused, report = efficientnet
+    silus = sum(isinstance(m, torch.nn.SiLU) for m in torch_model.modules())
+    assert silus == 49
+    before, after = op_counts(original), op_counts(fused)
+    assert report.kinds() == {"sigmoid-mul": silus} and not report.refused
+    assert after[f"{SWISH_DOMAIN}::{SWISH_OP}"] == silus
+    # The squeeze-excitation gates (Sigmoid of another tensor) stay.
+    assert before["Sigmoid"] - after["Sigmoid"] == silus and before["Mul"] - after["Mul"] == silus
+    assert after["Sigmoid"] == sum(isinstance(m, torch.nn.Sigmoid) for m in torch_model.modules())
+    assert sum(after.values()) == sum(before.values()) - silus
+    onnx.checker.check_model(fused, full_check=True)
+    again, second = run_surgery(fused)
+    assert not second.replaced and again.SerializeToString() == fused.SerializeToString()
+
+
+def test_fused_efficientnet_outputs_are_unchanged(efficientnet):
+    torch_model, original, fused, _ = efficientnet
+    report = check_parity(fused, torch_model=torch_model, batch=2, seed=1)
+    assert report.passed, report.to_table()
+    assert {c["runner"] for c in report.comparisons} == {"onnx-reference+swish", "onnxruntime+swish"}
+    # And the fused graph agrees with the unfused one run by stock ONNX Runtime.
+    report = check_parity(fused, reference_onnx=original, batch=2, seed=1)
+    assert report.passed, report.to_table()
+
+
+@pytest.mark.skipif(not dynamo_supported(), reason="no dynamo exporter with custom_translation_table here")
+def test_dynamo_exported_torchvision_block_fuses():
+    import torchvision
+
+    block = torchvision.ops.Conv2dNormActivation(3, 8, activation_layer=torch.nn.SiLU).eval()
+    model = export_onnx(block, torch.randn(1, 3, 8, 8), exporter="dynamo")
+    fused, report = fuse_swish(model)
+    assert report.kinds() == {"sigmoid-mul": 1}
+    x = np.random.default_rng(4).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    with torch.no_grad():
+        want = block.double()(torch.from_numpy(x).double()).numpy()
+    np.testing.assert_allclose(ReferenceExecutor(fused).run({"x": x})["y"], want, rtol=1e-4, atol=1e-5)
