@@ -49,4 +49,7 @@ fi
 if [[ $steps == *all* || $steps == *bench* ]]; then
     python3 benchmarks/bench_swish.py --out "$OUT/bench.csv" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -90
 fi
+if [[ $steps == *all* || $steps == *plugin* ]]; then
+    python3 benchmarks/bench_plugin.py --out "$OUT/bench_plugin.csv" 2>&1 | tee "$OUT/bench_plugin.log" | tail -20
+fi
 exit $rc
