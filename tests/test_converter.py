@@ -33,7 +33,7 @@ from torchtrt_swish import converter, plugin
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = {"02": ROOT / "examples" / "02_torch_compile" / "run.py",
             "03": ROOT / "examples" / "03_torch_tensorrt_aot" / "run.py"}
-SKIP_PREFIX = "skipped: Torch-TensorRT/TensorRT not available"
+SKIP_PREFIX = "skipped: Torch-TensorRT/TensorRT not available"  # restated: the test checks the constant too
 # The field contract of the plugin issue, used while plugin.PLUGIN_FIELDS is not there yet.
 DOCUMENTED_FIELDS = {"bias": ("float32", 1)}
 TOLERANCE = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (5e-2, 5e-2)}  # atol, rtol

@@ -13,13 +13,14 @@ except ImportError as exc:  # pragma: no cover - exercised only on broken instal
     ) from exc
 
 from . import ops  # noqa: E402  (fake kernels and autograd)
-from .modules import EfficientSwish, Net  # noqa: E402
+from .modules import EfficientBlock, EfficientSwish, Net  # noqa: E402
 from .ops import swish  # noqa: E402
 from .plugin import PLUGIN_NAME, PLUGIN_NAMESPACE, PLUGIN_VERSION, plugin_library_path  # noqa: E402
 
 __all__ = [
     "swish",
     "EfficientSwish",
+    "EfficientBlock",
     "Net",
     "plugin_library_path",
     "PLUGIN_NAME",

@@ -35,6 +35,12 @@ import torch
 from . import converter
 from .plugin import plugin_library_path
 
+#: What the examples print (and exit 0) where Torch-TensorRT / TensorRT / a GPU is missing.
+SKIP_PREFIX = "skipped: Torch-TensorRT/TensorRT not available"
+#: Per-dtype (atol, rtol) for TensorRT vs PyTorch outputs: a few ulps of fp32 through conv tactics; fp16/bf16 one
+#: to a few output ulps of values around 1-10 after reordered accumulation.
+TOLERANCE = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (5e-2, 5e-2)}
+
 # {dim: (min, max)} or {dim: (min, opt, max)} per positional input; None (or a missing entry) = static input.
 DynamicShapes = Sequence[Mapping[int, Sequence[int]] | None]
 

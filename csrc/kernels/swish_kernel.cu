@@ -331,45 +331,58 @@ __global__ void __launch_bounds__(kTHREADS) swishForwardKernel(T const* __restri
     }
 }
 
+// One unrolled step of the backward: kUNROLL packs p = base + u * kTHREADS (all loads first, then math and
+// stores); returns the sum of g over them for the fused kernels' bias gradient.
 template <typename T, int kVEC>
-__global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardKernel(T const* __restrict__ g, T const* __restrict__ x,
-    T* __restrict__ dx, int64_t nPacks)
+__device__ __forceinline__ float backwardStep(Pack<T, kVEC> const* __restrict__ gp, Pack<T, kVEC> const* __restrict__ xp,
+    Pack<T, kVEC>* __restrict__ dp, int64_t base, int64_t nPacks)
 {
     using P = Pack<T, kVEC>;
-    P const* gp = reinterpret_cast<P const*>(g);
-    P const* xp = reinterpret_cast<P const*>(x);
-    P* dp = reinterpret_cast<P*>(dx);
+    P gi[kUNROLL];
+    P xi[kUNROLL];
+#pragma unroll
+    for (int u = 0; u < kUNROLL; ++u)
+    {
+        int64_t const p = base + static_cast<int64_t>(u) * kTHREADS;
+        if (p < nPacks)
+        {
+            gi[u] = gp[p];
+            xi[u] = xp[p];
+        }
+    }
+    float acc = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kUNROLL; ++u)
+    {
+        int64_t const p = base + static_cast<int64_t>(u) * kTHREADS;
+        if (p < nPacks)
+        {
+            P out;
+#pragma unroll
+            for (int k = 0; k < kVEC; ++k)
+            {
+                float const gv = Cvt<T>::toF(gi[u].v[k]);
+                acc += gv;
+                out.v[k] = Cvt<T>::fromF(swishGrad<T>(gv, Cvt<T>::toF(xi[u].v[k])));
+            }
+            dp[p] = out;
+        }
+    }
+    return acc;
+}
+
+template <typename T, int kVEC>
+__global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardKernel(T const* __restrict__ g,
+    T const* __restrict__ x, T* __restrict__ dx, int64_t nPacks)
+{
+    using P = Pack<T, kVEC>;
     int64_t const stride = static_cast<int64_t>(gridDim.x) * kTHREADS * kUNROLL;
     for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTHREADS * kUNROLL + threadIdx.x; base < nPacks;
          base += stride)
     {
-        P gi[kUNROLL];
-        P xi[kUNROLL];
-#pragma unroll
-        for (int u = 0; u < kUNROLL; ++u)
-        {
-            int64_t const p = base + static_cast<int64_t>(u) * kTHREADS;
-            if (p < nPacks)
-            {
-                gi[u] = gp[p];
-                xi[u] = xp[p];
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < kUNROLL; ++u)
-        {
-            int64_t const p = base + static_cast<int64_t>(u) * kTHREADS;
-            if (p < nPacks)
-            {
-                P out;
-#pragma unroll
-                for (int k = 0; k < kVEC; ++k)
-                {
-                    out.v[k] = Cvt<T>::fromF(swishGrad<T>(Cvt<T>::toF(gi[u].v[k]), Cvt<T>::toF(xi[u].v[k])));
-                }
-                dp[p] = out;
-            }
-        }
+        // The unused sum is dead code after inlining.
+        backwardStep<T, kVEC>(reinterpret_cast<P const*>(g), reinterpret_cast<P const*>(x), reinterpret_cast<P*>(dx),
+            base, nPacks);
     }
 }
 
@@ -443,35 +456,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardRowsKernel
     float acc = 0.0f;
     for (int64_t base = threadIdx.x; base < nPacks; base += static_cast<int64_t>(kTHREADS) * kUNROLL)
     {
-        P gi[kUNROLL];
-        P xi[kUNROLL];
-#pragma unroll
-        for (int u = 0; u < kUNROLL; ++u)
-        {
-            int64_t const p = base + static_cast<int64_t>(u) * kTHREADS;
-            if (p < nPacks)
-            {
-                gi[u] = gp[p];
-                xi[u] = xp[p];
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < kUNROLL; ++u)
-        {
-            int64_t const p = base + static_cast<int64_t>(u) * kTHREADS;
-            if (p < nPacks)
-            {
-                P out;
-#pragma unroll
-                for (int k = 0; k < kVEC; ++k)
-                {
-                    float const gv = Cvt<T>::toF(gi[u].v[k]);
-                    acc += gv;
-                    out.v[k] = Cvt<T>::fromF(swishGrad<T>(gv, Cvt<T>::toF(xi[u].v[k])));
-                }
-                dp[p] = out;
-            }
-        }
+        acc += backwardStep<T, kVEC>(gp, xp, dp, base, nPacks);
     }
     // Tail of a chunk whose length is not a multiple of kVEC (only the last chunk of a scalar-bias tensor).
     for (int64_t i = nPacks * kVEC + threadIdx.x; i < count; i += kTHREADS)

@@ -8,33 +8,13 @@ from __future__ import annotations
 import sys
 
 import torch
-from torch import nn
 
 import torchtrt_swish as ts
 from torchtrt_swish import compile as ttc
 
-SKIP_PREFIX = "skipped: Torch-TensorRT/TensorRT not available"
-TOLERANCE = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (5e-2, 5e-2)}  # atol, rtol
-
-
-class EfficientBlock(nn.Module):
-    """EfficientNet-style block: conv-BN-swish, depthwise conv-BN-swish, 1x1 projection; per-channel swish bias."""
-
-    def __init__(self, cin: int = 3, channels: int = 16, cout: int = 8):
-        super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(cin, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels))
-        self.act1 = ts.EfficientSwish(bias_shape=(channels, 1, 1))
-        self.dw = nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1, groups=channels, bias=False),
-                                nn.BatchNorm2d(channels))
-        self.act2 = ts.EfficientSwish(bias_shape=(channels, 1, 1))
-        self.project = nn.Conv2d(channels, cout, 1)
-        with torch.no_grad():  # distinct per-channel biases, so a wrong channel index shows up in the outputs
-            self.act1.bias.copy_(torch.linspace(-1.0, 1.0, channels).view(channels, 1, 1))
-            self.act2.bias.copy_(torch.linspace(0.5, -0.5, channels).view(channels, 1, 1))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """stem -> swish -> depthwise -> swish -> project."""
-        return self.project(self.act2(self.dw(self.act1(self.stem(x)))))
+SKIP_PREFIX = ttc.SKIP_PREFIX
+TOLERANCE = ttc.TOLERANCE
+EfficientBlock = ts.EfficientBlock
 
 
 def models() -> list[dict]:
