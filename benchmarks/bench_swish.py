@@ -36,6 +36,14 @@ def eager_silu(x, b):
     return torch.nn.functional.silu(x) + b
 
 
+# One compiled function serves every size, dtype and layout; dynamo recompiles per dtype / layout / grad mode
+# (and goes dynamic on sizes). The default limit of 8 recompiles would silently fall back to *eager* for the
+# rest of the grid, so it is raised: every "compile" number below is a compiled kernel.
+for _name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
+    if hasattr(torch._dynamo.config, _name):
+        setattr(torch._dynamo.config, _name, 4096)
+if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):
+    torch._dynamo.config.fail_on_recompile_limit_hit = True  # never time eager under the "compile" label
 compiled_formula = torch.compile(eager_formula)
 
 
@@ -158,6 +166,15 @@ def bench_backward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int) -
     return row
 
 
+def print_row(r: dict) -> None:
+    """One table line (printed as soon as measured, so a cut-off run still reports)."""
+    bound = r.get("copy_us", r.get("copy3_us"))
+    eager_silu_us = r.get("eager_silu_us", float("nan"))
+    print(f"{r['pass']:4} 2^{r['n'].bit_length() - 1:<4} {r['dtype']:9} {r['layout']:11} {r['ours_us']:9.2f} "
+          f"{r['ours_GBps']:7.0f} {bound / r['ours_us']:6.3f} {r['compile_us']:10.2f} "
+          f"{r['compile_us'] / r['ours_us']:8.2f} {r['eager_formula_us']:9.2f} {eager_silu_us:9.2f}", flush=True)
+
+
 def main() -> int:
     """Run the grid, print one table, write CSV."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -174,14 +191,19 @@ def main() -> int:
         exps = [int(e) for e in args.sizes.split(",")]
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}")
     rows = []
+    hdr = (f"{'pass':4} {'n':>6} {'dtype':9} {'layout':11} {'ours us':>9} {'GB/s':>7} {'/copy':>6} "
+           f"{'compile us':>10} {'ours/cmp':>8} {'eager us':>9} {'silu+b us':>9}")
+    print(hdr, flush=True)
     for e in exps:
         n = 1 << e
         k, reps = (50, 30) if e <= 22 else (5, 15)
         for dname, dt in DTYPES.items():
             for layout in ("scalar", "per_channel"):
                 rows.append(bench_forward(n, dt, layout, k, reps))
+                print_row(rows[-1])
                 if not args.no_backward:
                     rows.append(bench_backward(n, dt, layout, k, reps))
+                    print_row(rows[-1])
                 torch.cuda.empty_cache()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     keys = sorted({k for r in rows for k in r}, key=lambda s: (s not in ("pass", "n", "dtype", "layout"), s))
@@ -189,15 +211,6 @@ def main() -> int:
         w = csv.DictWriter(f, fieldnames=keys)
         w.writeheader()
         w.writerows(rows)
-    hdr = (f"{'pass':4} {'n':>6} {'dtype':9} {'layout':11} {'ours us':>9} {'GB/s':>7} {'/copy':>6} "
-           f"{'compile us':>10} {'ours/cmp':>8} {'eager us':>9} {'silu+b us':>9}")
-    print(hdr)
-    for r in rows:
-        bound = r.get("copy_us", r.get("copy3_us"))
-        eager_silu_us = r.get("eager_silu_us", float("nan"))
-        print(f"{r['pass']:4} 2^{r['n'].bit_length() - 1:<4} {r['dtype']:9} {r['layout']:11} {r['ours_us']:9.2f} "
-              f"{r['ours_GBps']:7.0f} {bound / r['ours_us']:6.3f} {r['compile_us']:10.2f} "
-              f"{r['compile_us'] / r['ours_us']:8.2f} {r['eager_formula_us']:9.2f} {eager_silu_us:9.2f}")
     print(f"wrote {args.out}")
     return 0
 
