@@ -14,3 +14,24 @@ def test_example_01_seed_net_runs_and_gradcheck_passes():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "gradcheck (fp64, seed input): PASSED" in proc.stdout
     assert "torch.compile(fullgraph=True) output matches eager" in proc.stdout
+
+
+def test_failed_extension_load_raises_a_clear_error():
+    """A broken _C (e.g. built against another torch) must fail the import with a message saying what to do."""
+    code = (
+        "import importlib.abc, sys\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name == 'torchtrt_swish._C':\n"
+        "            raise ImportError('undefined symbol: _ZN3c1010TensorImpl (simulated)')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "try:\n"
+        "    import torchtrt_swish\n"
+        "except ImportError as e:\n"
+        "    print('IMPORT-ERROR:', e)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert "IMPORT-ERROR:" in proc.stdout, proc.stdout + proc.stderr
+    msg = proc.stdout
+    assert "torchtrt_swish._C could not be loaded" in msg
+    assert "undefined symbol" in msg and "pip install --no-build-isolation -e ." in msg
