@@ -66,14 +66,16 @@ __all__ = [
 @contextlib.contextmanager
 def independent_swish():
     """Within the block, torchtrt_swish::swish computes F.silu(x) + bias with stock torch ops instead of our kernel."""
-    target = torch.ops.torchtrt_swish.swish.default
+    packet = torch.ops.torchtrt_swish.swish
 
     class _Mode(torch.overrides.TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            if func is target:
-                x, bias = args
-                return torch.nn.functional.silu(x) + bias
-            return func(*args, **(kwargs or {}))
+            kwargs = kwargs or {}
+            # The overload (swish.default) and the packet (swish) are both ways to call the op.
+            if func is packet or getattr(func, "_overloadpacket", None) is packet:
+                bound = dict(zip(("x", "bias"), args), **kwargs)
+                return torch.nn.functional.silu(bound["x"]) + bound["bias"]
+            return func(*args, **kwargs)
 
     with _Mode():
         yield

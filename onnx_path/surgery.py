@@ -434,6 +434,12 @@ def convert_seed_swish(self):
             if values is None:
                 refused.append(Refusal(kind, node.name, "bias input is not a constant"))
                 continue
+            et = _elem_type(x)
+            if et is not None and values.dtype != numpy_dtype_for(et):
+                # SwishBias requires bias.dtype == x.dtype; a silent mismatch would only fail at run/build time.
+                refused.append(Refusal(kind, node.name, f"bias dtype {values.dtype} differs from x's "
+                                                        f"{numpy_dtype_for(et)}"))
+                continue
             ok, layout = bias_layout(values.shape, x.shape)
             if not ok:
                 refused.append(Refusal(kind, node.name, layout))

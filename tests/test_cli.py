@@ -116,6 +116,19 @@ def test_check_fails_with_exit_code_1(seed_onnx, tmp_path, capsys):
     assert "overall: FAIL" in capsys.readouterr().out
 
 
+def test_check_model_with_dynamic_height_width_needs_and_takes_dims(tmp_path, capsys):
+    hw = tmp_path / "hw.onnx"
+    assert main(["export", "--dynamic-hw", "-o", str(hw)]) == EXIT_OK
+    capsys.readouterr()
+    assert main(["check", str(hw), "--torch-model", "seed-net"]) == EXIT_USAGE
+    assert "--dims" in capsys.readouterr().err
+    assert main(["check", str(hw), "--torch-model", "seed-net", "--dims", "height=7,width=6"]) == EXIT_OK
+    assert "overall: PASS" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["check", str(hw), "--dims", "height=x"])
+    assert exc.value.code == EXIT_USAGE and "height=x" in capsys.readouterr().err
+
+
 def test_check_argument_errors(seed_onnx, capsys):
     assert main(["check", str(seed_onnx)]) == EXIT_USAGE
     assert "exactly one reference" in capsys.readouterr().err
@@ -135,7 +148,8 @@ def test_build_engine_without_tensorrt(seed_onnx, tmp_path, capsys, monkeypatch)
 
 def test_exit_codes_through_a_real_process(seed_onnx, tmp_path):
     run = [sys.executable, "-m", "torchtrt_swish.cli"]
-    ok = subprocess.run([*run, "check", str(seed_onnx), "--torch-model", "seed-net"], capture_output=True, text=True)
+    ok = subprocess.run([*run, "check", str(seed_onnx), "--torch-model", "seed-net"], capture_output=True, text=True,
+                        timeout=600)
     assert ok.returncode == 0, ok.stderr
     bad = subprocess.run([*run, "fuse", str(tmp_path / "missing.onnx"), "-o", "x.onnx"], capture_output=True,
                          text=True)

@@ -417,7 +417,11 @@ def trt_ready():
         pytest.skip(f"needs Torch-TensorRT, TensorRT, a GPU and the plugin library: {reason}")
     import torch_tensorrt
 
-    return torch_tensorrt
+    # The PyTorch side is the reference: no TF32 in its fp32 convolutions (TensorRT side: disable_tf32).
+    prev = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield torch_tensorrt
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = prev
 
 
 def _engine_layer_names(module: nn.Module) -> list[str]:

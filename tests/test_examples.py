@@ -35,3 +35,21 @@ def test_failed_extension_load_raises_a_clear_error():
     msg = proc.stdout
     assert "torchtrt_swish._C could not be loaded" in msg
     assert "undefined symbol" in msg and "pip install --no-build-isolation -e ." in msg
+
+
+def test_plugin_and_harness_built_when_nvcc_is_present():
+    """Where nvcc exists (CI), a missing plugin would turn every harness test into a skip: fail loudly instead."""
+    import os
+
+    import torchtrt_swish
+    from tools_native import native_build, nvcc_available
+
+    if not nvcc_available() or os.environ.get("TORCHTRT_SWISH_SKIP_PLUGIN") == "1":
+        import pytest
+
+        pytest.skip("no nvcc (or TORCHTRT_SWISH_SKIP_PLUGIN=1): the plugin is legitimately not built")
+    assert torchtrt_swish.plugin_library_path().exists()
+    import sysconfig
+
+    harness = native_build.BUILD / f"_trt_harness{sysconfig.get_config_var('EXT_SUFFIX')}"
+    assert harness.exists(), f"conformance harness missing: {harness}"

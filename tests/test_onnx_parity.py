@@ -112,7 +112,12 @@ def test_independent_swish_bypasses_the_package_kernel():
         ts.swish(x, bias)
     with independent_swish():
         y = ts.swish(x, bias)
+        # The op packet and keyword arguments are other ways a model may call it: bypassed too.
+        y_packet = torch.ops.torchtrt_swish.swish(x, bias)
+        y_kwargs = torch.ops.torchtrt_swish.swish.default(x=x, bias=bias)
     torch.testing.assert_close(y, torch.nn.functional.silu(x) + 0.5)
+    torch.testing.assert_close(y_packet, y)
+    torch.testing.assert_close(y_kwargs, y)
 
 
 def test_compare_runners_with_custom_runners_and_tolerance(seed_onnx):

@@ -187,6 +187,19 @@ def test_seed_refusals_have_reasons():
     assert not report.replaced and "no bias" in report.refused[0].reason
 
 
+def test_seed_bias_of_another_dtype_is_refused_with_both_dtypes_named():
+    node = h.make_node("Plugin", ["x", "b"], ["y"], domain="custom", name="plug")
+    node.attribute.extend([h.make_attribute("name", "Swish"), h.make_attribute("info", "{}")])
+    b = onnx.numpy_helper.from_array(np.array([0.5, 1.0, 2.0], dtype=np.float64), "b")
+    graph = h.make_graph([node], "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [2, 3])], initializer=[b])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("custom", 1)])
+    _, report = convert_seed_nodes(model)
+    assert not report.replaced
+    reason = report.refused[0].reason
+    assert "float64" in reason and "float32" in reason, reason
+
+
 # ------------------------------------------------------------------------------------- synthetic fusion graphs
 
 

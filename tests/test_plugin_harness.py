@@ -510,6 +510,16 @@ def test_configure_dynamic_shapes_accepted(h, creator, logs, x, lo, hi, bias):
     assert errors(logs) == []
 
 
+@pytest.mark.parametrize("x, lo, hi", [([-1, 3, 16], [1, 3, 16], [8, 3, 16]), ([-1, -1], [1, 1], [8, 8])], ids=str)
+def test_configure_accepts_a_dynamic_full_shape_bias(h, creator, logs, x, lo, hi):
+    """A run-time bias with x's dynamic shape is a full layout: judging dims one by one must not reject it."""
+    ins = [h.TensorDesc("float32", list(x), min=lo, max=hi, opt=hi),
+           h.TensorDesc("float32", list(x), min=lo, max=hi, opt=hi)]
+    outs = [h.TensorDesc("float32", list(x), min=lo, max=hi, opt=hi)]
+    assert make(creator).configure(ins, outs) == 0, errors(logs)
+    assert errors(logs) == []
+
+
 @pytest.mark.parametrize("x, lo, hi, bias, why", DYNAMIC_BAD, ids=str)
 def test_configure_dynamic_shapes_rejected(h, creator, logs, x, lo, hi, bias, why):
     ins, outs = descs(h, "float16", x, bias, min=lo, max=hi, opt=hi)

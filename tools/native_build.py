@@ -281,7 +281,9 @@ def build(inplace: bool = True, jobs: int | None = None) -> NativeResult:
             res.notes.append("conformance harness NOT built: pybind11 is not installed")
     lines.append("default " + " ".join(_esc(d) for d in defaults))
     (BUILD / "build.ninja").write_text("\n".join(lines) + "\n")
-    cmd = ["ninja", "-C", str(BUILD)]
+    # The venv's ninja (requirements) when the system has none on PATH.
+    ninja = shutil.which("ninja") or str(Path(sys.executable).parent / "ninja")
+    cmd = [ninja, "-C", str(BUILD)]
     if jobs:
         cmd += ["-j", str(jobs)]
     log(f"CUDA archs: {archs}; running {' '.join(cmd)}")

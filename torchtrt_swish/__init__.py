@@ -35,8 +35,13 @@ def _register_optional_integrations() -> None:
         from . import converter
 
         converter.register()
-    except Exception:  # noqa: BLE001 - optional integration must never break the base import
-        pass
+    except Exception as exc:  # noqa: BLE001 - optional integration must never break the base import
+        # register() is silent when Torch-TensorRT is absent; reaching here means it is installed but the
+        # registration broke (e.g. an API change): say so, or the op would silently stay in PyTorch.
+        import logging
+
+        logging.getLogger(__name__).warning("torchtrt_swish: Torch-TensorRT converter not registered: %s", exc,
+                                            exc_info=True)
 
 
 _register_optional_integrations()

@@ -128,6 +128,17 @@ def cmd_build_engine(args) -> int:
     return EXIT_OK
 
 
+def _dims_arg(text: str) -> dict[str, int]:
+    """Parse 'height=5,width=5' into {'height': 5, 'width': 5}."""
+    out = {}
+    for item in text.split(","):
+        name, sep, size = item.partition("=")
+        if not sep or not name.strip() or not size.strip().isdigit() or int(size) < 1:
+            raise argparse.ArgumentTypeError(f"--dims entry {item!r} is not NAME=SIZE with SIZE >= 1")
+        out[name.strip()] = int(size)
+    return out
+
+
 def cmd_check(args) -> int:
     """Parity report (Polygraphy) of an ONNX file's CPU executors (and a TensorRT engine) against a reference."""
     import onnx
@@ -163,9 +174,10 @@ def cmd_check(args) -> int:
     else:
         reference = load_model(_existing_file(args.reference))
     try:
-        feeds = random_feeds(model, batch=args.batch, seed=args.seed, count=args.iterations, scale=args.scale)
+        feeds = random_feeds(model, batch=args.batch, dims=args.dims, seed=args.seed, count=args.iterations,
+                             scale=args.scale)
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(f"{exc} (with --dims NAME=SIZE)") from None
     tolerances = None
     if args.atol is not None or args.rtol is not None:
         from onnx_path.parity import TOLERANCES
@@ -254,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also compare a TensorRT engine (reported as skipped without TensorRT)")
     p.add_argument("--per-layer", action="store_true", help="mark every tensor as an output and compare them all")
     p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--dims", type=_dims_arg, default=None, metavar="NAME=SIZE[,NAME=SIZE]",
+                   help="sizes of named dynamic axes other than the batch, e.g. height=5,width=5")
     p.add_argument("--iterations", type=int, default=1, help="number of random input sets")
     p.add_argument("--scale", type=float, default=1.0, help="standard deviation of the random inputs")
     p.add_argument("--seed", type=int, default=0)
@@ -267,10 +281,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
     args = build_parser().parse_args(argv)
-    from onnx_path.common import OnnxInputError
-    from onnx_path.engine import EngineBuildError, PluginNotFoundError, TensorRTUnavailable
-    from onnx_path.export import ExportError
-    from onnx_path.reference import PluginIdentityError
+    try:
+        from onnx_path.common import OnnxInputError
+        from onnx_path.engine import EngineBuildError, PluginNotFoundError, TensorRTUnavailable
+        from onnx_path.export import ExportError
+        from onnx_path.reference import PluginIdentityError
+    except ImportError as exc:  # the [onnx] extra is optional for the package, required for this CLI
+        print(f"torchtrt-swish {args.command}: error: the ONNX tools are not installed ({exc}); "
+              "install them with: pip install 'torchtrt_swish[onnx]'", file=sys.stderr)
+        return EXIT_USAGE
 
     try:
         return args.func(args)

@@ -23,6 +23,7 @@ All keys are fields of ``torch_tensorrt.dynamo.CompilationSettings``; ``enabled_
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib.util
 import weakref
@@ -98,6 +99,8 @@ def shape_ranges(shapes: Sequence[Sequence[int]], dynamic_shapes: DynamicShapes 
         for dim, rng in dict((dynamic_shapes[i] if i < len(dynamic_shapes) else None) or {}).items():
             if not 0 <= dim < len(shape):
                 raise ValueError(f"input {i}: dynamic dim {dim} out of range for shape {tuple(shape)}")
+            if not isinstance(rng, (tuple, list)) or len(rng) not in (2, 3):
+                raise ValueError(f"input {i} dim {dim}: expected (min, max) or (min, opt, max), got {rng!r}")
             if len(rng) == 2:
                 rng = (rng[0], shape[dim], rng[1])
             a, b, c = (int(v) for v in rng)
@@ -143,7 +146,8 @@ def _settings(torch_tensorrt: Any, user: Mapping[str, Any]) -> dict[str, Any]:
 
 def _prepare(model: torch.nn.Module, inputs: Sequence[torch.Tensor], dtype: torch.dtype, device: Any
              ) -> tuple[torch.nn.Module, list[torch.Tensor]]:
-    model = model.eval().to(device=device, dtype=dtype)
+    # A copy: casting and moving must not change the caller's model.
+    model = copy.deepcopy(model).eval().to(device=device, dtype=dtype)
     cast = [t.to(device=device, dtype=dtype) if t.is_floating_point() else t.to(device=device) for t in inputs]
     return model, cast
 

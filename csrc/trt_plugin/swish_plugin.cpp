@@ -344,6 +344,10 @@ public:
     RelaxedCaptureScope() noexcept
     {
         mOk = cudaThreadExchangeStreamCaptureMode(&mMode) == cudaSuccess;
+        if (!mOk)
+        {
+            (void) cudaGetLastError(); // do not leave this failure for the next launch to report
+        }
     }
     ~RelaxedCaptureScope()
     {
@@ -375,8 +379,10 @@ SwishBiasPlugin::~SwishBiasPlugin()
 {
     if (mDeviceBias != nullptr)
     {
-        // Errors are ignored on purpose: at process exit the CUDA context may already be gone.
+        // Errors are ignored on purpose: at process exit the CUDA context may already be gone. Clear them so a
+        // later launch on this thread does not report them as its own.
         cudaFree(mDeviceBias);
+        (void) cudaGetLastError();
         mDeviceBias = nullptr;
     }
 }
@@ -432,6 +438,7 @@ void const* SwishBiasPlugin::deviceFieldBias(DataType type, std::string& error)
             cudaError_t const s = cudaStreamSynchronize(copyStream);
             e = e != cudaSuccess ? e : s;
             cudaStreamDestroy(copyStream);
+            (void) cudaGetLastError(); // a failed destroy must not surface as the next launch's error
         }
         if (e != cudaSuccess)
         {
@@ -553,7 +560,15 @@ int32_t SwishBiasPlugin::configurePlugin(nvinfer1::DynamicPluginTensorDesc const
             {
                 LayoutVerdict const v = assessLayout(TensorRanges{in[0].desc.dims, &in[0].min, &in[0].max},
                     TensorRanges{in[1].desc.dims, &in[1].min, &in[1].max});
-                if (!v.allAccepted)
+                // Each dim's range is judged on its own, so a dynamic bias (e.g. full shape [-1, C, H]) would be
+                // tried as 1 against a non-1 x although at run time it equals x: for such a bias only reject
+                // layouts no profile shape can satisfy (onShapeChange checks the concrete shapes).
+                bool biasDynamic = false;
+                for (int32_t d = 0; d < in[1].desc.dims.nbDims; ++d)
+                {
+                    biasDynamic = biasDynamic || in[1].desc.dims.d[d] < 0;
+                }
+                if (biasDynamic ? !v.anyAccepted : !v.allAccepted)
                 {
                     why = v.why;
                     if (v.anyAccepted)

@@ -38,6 +38,8 @@ def main() -> int:
     if reason is not None:
         print(f"{SKIP_PREFIX} ({reason})")
         return 0
+    # PyTorch is the reference here: keep TF32 out of its fp32 convolutions (and out of TensorRT's).
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     failures = 0
     for case in models():
         dtype = case["dtype"]
