@@ -108,10 +108,12 @@ void registerWithLoadedTensorRT() noexcept
             return; // no TensorRT in this process yet: loadLibrary / getCreators is the way in
         }
         int32_t const version = tensorRTVersionNear(sym);
-        if (version >= 0 && version / 10000 != NV_TENSORRT_MAJOR)
+        if (version < 0 || version / 10000 != NV_TENSORRT_MAJOR)
         {
+            // An unknown version is refused too: the registry's layout is only known for our major version.
             logMessage(Severity::kWARNING, "load",
-                "not registering: the loaded TensorRT is version " + std::to_string(version)
+                "not registering: the loaded TensorRT is version "
+                    + (version < 0 ? std::string("unknown") : std::to_string(version))
                     + ", this plugin was built for major version " + std::to_string(NV_TENSORRT_MAJOR));
             return;
         }

@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <cstring>
+
 #include <atomic>
 #include <cstdio>
 #include <new>
@@ -38,11 +40,30 @@ void setLoggerFinder(nvinfer1::ILoggerFinder* finder) noexcept
     gLoggerFinder.store(finder);
 }
 
+namespace
+{
+
+//! True when sym lives in a TensorRT library: a process-wide lookup of a generic name such as getLogger could
+//! otherwise find some other library's function and call it with the wrong signature.
+bool fromTensorRT(void* sym) noexcept
+{
+    Dl_info info{};
+    if (dladdr(sym, &info) == 0 || info.dli_fname == nullptr)
+    {
+        return false;
+    }
+    char const* base = std::strrchr(info.dli_fname, '/');
+    base = base != nullptr ? base + 1 : info.dli_fname;
+    return std::strstr(base, "nvinfer") != nullptr;
+}
+
+} // namespace
+
 void* findTensorRTSymbol(char const* name) noexcept
 {
     try
     {
-        if (void* sym = dlsym(RTLD_DEFAULT, name))
+        if (void* sym = dlsym(RTLD_DEFAULT, name); sym != nullptr && fromTensorRT(sym))
         {
             return sym;
         }
