@@ -73,6 +73,14 @@ def _engine_step(onnx_path: Path, out_dir: Path, net, feeds) -> dict:
         import_tensorrt()
     except TensorRTUnavailable as exc:
         return {"status": "skipped", "reason": str(exc)}
+    if not torch.cuda.is_available():
+        return {"status": "skipped", "reason": "TensorRT is installed but no CUDA GPU is visible"}
+    try:
+        from torchtrt_swish import plugin_library_path
+
+        plugin_library_path()
+    except FileNotFoundError as exc:
+        return {"status": "skipped", "reason": str(exc)}
     try:
         engine = build_engine(onnx_path, out_dir / "seed_net.engine")
     except (PluginNotFoundError, EngineBuildError) as exc:

@@ -239,7 +239,12 @@ def build_engine(
     trt = import_tensorrt()
     library = load_plugin(trt, plugin_library) if any(is_swish_node(n) for n in model.graph.node) else None
     logger = trt.Logger(trt.Logger.VERBOSE if verbose else trt.Logger.WARNING)
-    builder = trt.Builder(logger)
+    try:
+        builder = trt.Builder(logger)
+    except Exception as exc:  # noqa: BLE001 - e.g. no GPU / driver: a usage-level error, not a traceback
+        raise EngineBuildError(f"TensorRT could not create a builder (is a CUDA GPU visible?): {exc}") from exc
+    if builder is None:
+        raise EngineBuildError("TensorRT could not create a builder (is a CUDA GPU visible?)")
     has_precision_flags = hasattr(trt.BuilderFlag, "FP16")
     flags = 0
     if (graph_half or not has_precision_flags) and hasattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED"):
