@@ -51,6 +51,8 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
+from torchtrt_swish.layout import ACCEPTED_LAYOUTS, SCALAR, classify_bias
+
 from .common import (
     PLUGIN_NAMESPACE,
     PLUGIN_VERSION,
@@ -205,32 +207,25 @@ def _attr_str(node: gs.Node, key: str) -> str | None:
 
 
 def bias_layout(bias_shape: Sequence[int], x_shape: Sequence | None) -> tuple[bool, str]:
-    """(ok, layout name) when the plugin supports this bias for x; (False, reason) otherwise."""
+    """(ok, layout name) when the plugin supports this bias for x; (False, reason) otherwise.
+
+    The rule is the package's twin of the plugin's classifyBias() (torchtrt_swish.layout); symbolic ONNX dims
+    (dim_param names) count as dynamic.
+    """
     b = [int(d) for d in bias_shape]
-    numel = math.prod(b)
     if x_shape is None:
         # Unknown rank: only a bias that cannot grow x (numel 1, rank <= 1) is safe.
-        if numel == 1 and len(b) <= 1:
-            return True, "scalar"
+        if math.prod(b) == 1 and len(b) <= 1:
+            return True, SCALAR
         return False, f"bias of shape {b} for x of unknown shape cannot be checked against x"
-    xs = list(x_shape)
-    r = len(xs)
-    if len(b) > r:
-        return False, f"bias of shape {b} would change x's shape {xs} (more dims)"
-    for bi, xi in zip(reversed(b), reversed(xs)):
-        if bi != 1 and bi != xi:
-            if isinstance(xi, int):
-                return False, f"bias of shape {b} would change x's shape {xs}"
-            return False, f"bias of shape {b} cannot be checked against x's dynamic shape {xs}"
-    if numel == 1:
-        return True, "scalar"
-    if len(b) == r and all(bi == xi for bi, xi in zip(b, xs)):
-        return True, "full"
-    if len(b) == 1 and xs[-1] == b[0]:
-        return True, "per-channel (last dim)"
-    if r >= 2 and xs[1] == (c := max(b)) and (b == [c] + [1] * (r - 2) or b == [1, c] + [1] * (r - 2)):
-        return True, "per-channel (dim 1)"
-    return False, f"bias of shape {b} is broadcast in a layout the plugin does not support (scalar, per-channel, full)"
+    xs = [int(d) if isinstance(d, (int, np.integer)) else None for d in x_shape]
+    layout, why = classify_bias(xs, b)
+    if layout is None:
+        return False, why
+    if layout not in ACCEPTED_LAYOUTS:
+        return False, (f"bias of shape {b} is broadcast in a layout the plugin does not support "
+                       "(scalar, per-channel, full)")
+    return True, layout
 
 
 def _describe(values: np.ndarray, layout: str) -> str:

@@ -15,6 +15,16 @@ from typing import Any
 
 import torch
 
+from .layout import (  # noqa: F401  (re-exported: the converter's layout vocabulary)
+    ACCEPTED_LAYOUTS,
+    BLOCK,
+    FULL,
+    PER_CHANNEL_DIM1,
+    PER_CHANNEL_LAST,
+    SCALAR,
+    classify_bias,
+    format_shape,
+)
 from .plugin import PLUGIN_NAME, PLUGIN_NAMESPACE, PLUGIN_VERSION, plugin_library_path
 
 # A child of the "torch_tensorrt" logger: torch_tensorrt.logging.debug() / set_level() then show our reasons next to
@@ -22,14 +32,6 @@ from .plugin import PLUGIN_NAME, PLUGIN_NAMESPACE, PLUGIN_VERSION, plugin_librar
 _LOGGER = logging.getLogger("torch_tensorrt.dynamo.conversion.torchtrt_swish")
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-# Layout names as csrc/kernels/bias_layout.h biasKindName() spells them; the plugin accepts exactly these four.
-SCALAR = "scalar"
-PER_CHANNEL_DIM1 = "per-channel (dim 1)"
-PER_CHANNEL_LAST = "per-channel (last dim)"
-FULL = "full"
-BLOCK = "block"
-ACCEPTED_LAYOUTS = frozenset({SCALAR, PER_CHANNEL_DIM1, PER_CHANNEL_LAST, FULL})
 
 # Field dtype names used by plugin.PLUGIN_FIELDS -> (numpy dtype name, trt.PluginFieldType member name).
 _FIELD_TYPES = {
@@ -44,59 +46,9 @@ _FIELD_TYPES = {
 }
 
 
-
 def swish_op() -> Any:
     """The OpOverload the converter is registered for: torch.ops.torchtrt_swish.swish.default."""
     return torch.ops.torchtrt_swish.swish.default
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Bias layout: a Python twin of classifyBias() in csrc/kernels/bias_layout.h, extended to symbolic dims.
-# --------------------------------------------------------------------------------------------------------------
-
-
-def _fmt(shape: Sequence[int | None]) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def classify_bias(x_shape: Sequence[int | None], bias_shape: Sequence[int]) -> tuple[str | None, str]:
-    """Classify bias against x like classifyBias(): (layout name, "") or (None, reason); None dims are dynamic.
-
-    A dynamic x dim is treated as "any size >= 1": the layout is accepted only if it holds for every size in the
-    range, because the engine is built once for the whole optimization profile.
-    """
-    xr, br = len(x_shape), len(bias_shape)
-    if br > xr:
-        return None, (f"bias shape {_fmt(bias_shape)} has more dimensions than x {_fmt(x_shape)}, "
-                      "which would change the output shape")
-    off = xr - br
-    for j, b in enumerate(bias_shape):
-        xd = x_shape[j + off]
-        if b != 1 and xd is None:
-            return None, (f"bias shape {_fmt(bias_shape)} needs x dim {j + off} to be {b}, but it is dynamic "
-                          f"in x {_fmt(x_shape)}")
-        if b != 1 and b != xd:
-            return None, (f"bias shape {_fmt(bias_shape)} does not broadcast to x shape {_fmt(x_shape)} "
-                          f"without changing it (dim {j})")
-    nonone = [j + off for j, b in enumerate(bias_shape) if b != 1]
-    if not nonone:
-        return SCALAR, ""
-    first, last = nonone[0], nonone[-1]
-    for d in range(first, last + 1):
-        # Inside the block a bias dim of 1 is only harmless where x is 1 too (static); a dynamic x dim may not be.
-        if bias_shape[d - off] != x_shape[d] and x_shape[d] != 1:
-            return None, (f"bias shape {_fmt(bias_shape)} is not a contiguous block of x shape {_fmt(x_shape)}")
-
-    def is_one(dims: Sequence[int | None]) -> bool:
-        return all(d == 1 for d in dims)  # a dynamic (None) dim is never provably 1
-
-    if is_one(x_shape[:first]) and is_one(x_shape[last + 1:]):
-        return FULL, ""
-    if first == last == xr - 1:
-        return PER_CHANNEL_LAST, ""
-    if first == last == 1:
-        return PER_CHANNEL_DIM1, ""
-    return BLOCK, ""
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -155,13 +107,13 @@ def node_support(node: torch.fx.Node) -> tuple[bool, str]:
     if b_dtype != x_dtype:
         return False, f"bias dtype {b_dtype} differs from x dtype {x_dtype}"
     if any(d is None for d in b_shape):
-        return False, f"bias shape {_fmt(b_shape)} is dynamic; the plugin needs a static bias"
+        return False, f"bias shape {format_shape(b_shape)} is dynamic; the plugin needs a static bias"
     layout, why = classify_bias(x_shape, b_shape)  # type: ignore[arg-type]
     if layout is None:
         return False, why
     if layout not in ACCEPTED_LAYOUTS:
-        return False, (f"bias layout '{layout}' (bias {_fmt(b_shape)} on x {_fmt(x_shape)}) is not one the plugin "
-                       "supports (scalar, per-channel on dim 1 or last dim, full shape)")
+        return False, (f"bias layout '{layout}' (bias {format_shape(b_shape)} on x {format_shape(x_shape)}) "
+                       "is not one the plugin supports (scalar, per-channel on dim 1 or last dim, full shape)")
     return True, layout
 
 
