@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib.util
-import statistics
 import sys
 import sysconfig
 from pathlib import Path
@@ -22,6 +21,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import torchtrt_swish  # noqa: E402
+from benchmarks.bench_swish import time_loop  # noqa: E402
 
 NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
@@ -36,21 +36,9 @@ def load_harness():
 
 
 def timed(fn, k: int, reps: int, stream: torch.cuda.Stream) -> float:
-    """Median microseconds per call."""
+    """Median microseconds per call on `stream` (bench_swish's eager-loop timing)."""
     with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            for _ in range(k):
-                fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) * 1000 / k)
-    return statistics.median(times)
+        return time_loop(fn, k, reps)
 
 
 def main() -> int:
