@@ -177,6 +177,17 @@ def _pybind11_includes() -> list[str]:
         return []
 
 
+def _cxx_objects(lines: list[str], sources: list[Path], subdir: str, cflags: list[str]) -> list[Path]:
+    """Append one ninja `cxx` build statement per source (objects under BUILD/subdir); return the objects."""
+    objs = []
+    for src in sources:
+        obj = BUILD / subdir / (src.stem + ".o")
+        lines.append(f"build {_esc(obj)}: cxx {_esc(src)}")
+        lines.append(f"  cflags = {_q(cflags)}")
+        objs.append(obj)
+    return objs
+
+
 def build(inplace: bool = True, jobs: int | None = None) -> NativeResult:
     """Generate build/native/build.ninja, run ninja, and copy the libraries into the package folders."""
     res = NativeResult()
@@ -233,12 +244,7 @@ def build(inplace: bool = True, jobs: int | None = None) -> NativeResult:
         res.notes.append(f"TensorRT headers: {trt_inc} ({origin})")
         # -isystem: TensorRT's own headers are not warning-clean under -Wextra; ours must be.
         trt_flags = base_cflags + ["-isystem", str(trt_inc), "-fvisibility=hidden", "-Wno-deprecated-declarations"]
-        objs = []
-        for src in plugin_srcs:
-            obj = BUILD / "trt_plugin" / (src.stem + ".o")
-            lines.append(f"build {_esc(obj)}: cxx {_esc(src)}")
-            lines.append(f"  cflags = {_q(trt_flags)}")
-            objs.append(obj)
+        objs = _cxx_objects(lines, plugin_srcs, "trt_plugin", trt_flags)
         # nvcc links cudart statically by default: the plugin needs neither libcudart.so, libnvinfer nor torch.
         # Export only getCreators/setLoggerFinder (the version script hides our code, the kernel object and the
         # static cudart), and mark the library NODELETE: a registry may hold its creator for the life of the
@@ -257,12 +263,7 @@ def build(inplace: bool = True, jobs: int | None = None) -> NativeResult:
             hflags = base_cflags + ["-isystem", str(trt_inc), "-isystem", sysconfig.get_paths()["include"],
                                     *(a for p in pyinc for a in ("-isystem", p)),
                                     "-fvisibility=hidden", "-Wno-deprecated-declarations"]
-            hobjs = []
-            for src in harness_srcs:
-                obj = BUILD / "trt_harness" / (src.stem + ".o")
-                lines.append(f"build {_esc(obj)}: cxx {_esc(src)}")
-                lines.append(f"  cflags = {_q(hflags)}")
-                hobjs.append(obj)
+            hobjs = _cxx_objects(lines, harness_srcs, "trt_harness", hflags)
             lines.append(f"build {_esc(harness)}: link_cxx {' '.join(_esc(o) for o in hobjs)}")
             lines.append("  ldflags = -ldl")
             defaults.append(harness)
@@ -270,10 +271,8 @@ def build(inplace: bool = True, jobs: int | None = None) -> NativeResult:
             # A stand-in libnvinfer.so.10 (registry/logger entry points only) for the self-registration tests.
             fake_src = csrc / "trt_harness" / "fake_tensorrt" / "fake_nvinfer.cpp"
             if fake_src.exists():
-                fake_obj = BUILD / "fake_tensorrt" / "fake_nvinfer.o"
+                (fake_obj,) = _cxx_objects(lines, [fake_src], "fake_tensorrt", trt_flags)
                 fake_lib = BUILD / "fake_tensorrt" / "libnvinfer.so.10"
-                lines.append(f"build {_esc(fake_obj)}: cxx {_esc(fake_src)}")
-                lines.append(f"  cflags = {_q(trt_flags)}")
                 lines.append(f"build {_esc(fake_lib)}: link_cxx {_esc(fake_obj)}")
                 lines.append("  ldflags = -Wl,-soname,libnvinfer.so.10 -ldl")
                 defaults.append(fake_lib)
