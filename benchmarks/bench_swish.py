@@ -109,7 +109,7 @@ def check(y: torch.Tensor, x: torch.Tensor, b: torch.Tensor, name: str) -> None:
         raise SystemExit(f"{name}: wrong result, max err {err.max().item():.3e}")
 
 
-def bench_forward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int) -> dict:
+def bench_forward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int, keep: set[str]) -> dict:
     """One row: forward of every variant at n elements."""
     c = 256
     x = torch.randn(n // c, c, device="cuda", dtype=dtype)
@@ -123,8 +123,10 @@ def bench_forward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int) ->
         "eager_silu": lambda: eager_silu(x, b),
         "compile": lambda: compiled_formula(x, b),
     }
+    variants = {name: fn for name, fn in variants.items() if name in keep}
     for name in ("ours", "eager_silu", "compile"):
-        check(variants[name](), x, b, name)
+        if name in variants:
+            check(variants[name](), x, b, name)
     row = {"pass": "fwd", "n": n, "dtype": str(dtype).removeprefix("torch."), "layout": layout}
     for name, fn in variants.items():
         row[f"{name}_us"] = time_loop(fn, k, reps) if name == "copy" else time_graph(fn, k, reps)
@@ -134,7 +136,7 @@ def bench_forward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int) ->
     return row
 
 
-def bench_backward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int) -> dict:
+def bench_backward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int, keep: set[str]) -> dict:
     """One row: autograd backward (dx and dbias) of each variant at n elements."""
     c = 256
     # Autograd runs each backward node on the stream its forward ran on: build the graphs on the capture
@@ -146,10 +148,12 @@ def bench_backward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int) -
         b = (torch.randn(1, device="cuda", dtype=dtype) if layout == "scalar"
              else torch.randn(c, device="cuda", dtype=dtype)).requires_grad_()
         gy = torch.randn_like(x)
-        ys = {"ours": torchtrt_swish.swish(x, b), "eager_formula": eager_formula(x, b),
-              "compile": compiled_formula(x, b)}
+        ys = {"ours": torchtrt_swish.swish, "eager_formula": eager_formula, "compile": compiled_formula}
+        ys = {name: fn(x, b) for name, fn in ys.items() if name in keep}
         dst = torch.empty_like(x)
-    variants = {"copy3": lambda: (dst.copy_(x), dst.copy_(gy))}  # 4N bytes; scaled to 3N below
+    variants = {}
+    if "copy" in keep:
+        variants["copy3"] = lambda: (dst.copy_(x), dst.copy_(gy))  # 4N bytes; scaled to 3N below
     for name, yv in ys.items():
         variants[name] = (lambda yv=yv: torch.autograd.grad(yv, (x, b), gy, retain_graph=True))
     row = {"pass": "bwd", "n": n, "dtype": str(dtype).removeprefix("torch."), "layout": layout}
@@ -159,7 +163,8 @@ def bench_backward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int) -
                 row[f"{name}_us"] = time_loop(fn, k, reps)
         else:
             row[f"{name}_us"] = time_graph(fn, k, reps, stream=s)
-    row["copy3_us"] *= 3 / 4  # a 3N-byte copy at the same bandwidth: the backward's byte floor time
+    if "copy3_us" in row:
+        row["copy3_us"] *= 3 / 4  # a 3N-byte copy at the same bandwidth: the backward's byte floor time
     floor_bytes = 3 * n * x.element_size()
     for name in variants:
         row[f"{name}_GBps"] = floor_bytes / row[f"{name}_us"] / 1e3
@@ -168,11 +173,13 @@ def bench_backward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int) -
 
 def print_row(r: dict) -> None:
     """One table line (printed as soon as measured, so a cut-off run still reports)."""
-    bound = r.get("copy_us", r.get("copy3_us"))
-    eager_silu_us = r.get("eager_silu_us", float("nan"))
+    nan = float("nan")
+    bound = r.get("copy_us", r.get("copy3_us", nan))
+    compile_us = r.get("compile_us", nan)
     print(f"{r['pass']:4} 2^{r['n'].bit_length() - 1:<4} {r['dtype']:9} {r['layout']:11} {r['ours_us']:9.2f} "
-          f"{r['ours_GBps']:7.0f} {bound / r['ours_us']:6.3f} {r['compile_us']:10.2f} "
-          f"{r['compile_us'] / r['ours_us']:8.2f} {r['eager_formula_us']:9.2f} {eager_silu_us:9.2f}", flush=True)
+          f"{r['ours_GBps']:7.0f} {bound / r['ours_us']:6.3f} {compile_us:10.2f} "
+          f"{compile_us / r['ours_us']:8.2f} {r.get('eager_formula_us', nan):9.2f} {r.get('eager_silu_us', nan):9.2f}",
+          flush=True)
 
 
 def main() -> int:
@@ -182,10 +189,14 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fewer sizes (2^16, 2^20, 2^24, 2^28)")
     ap.add_argument("--sizes", type=str, default="", help="comma-separated log2 sizes, e.g. 16,18,20,28")
     ap.add_argument("--no-backward", action="store_true")
+    ap.add_argument("--no-forward", action="store_true")
+    ap.add_argument("--variants", type=str, default="copy,ours,eager_formula,eager_silu,compile",
+                    help="comma-separated subset to time ('ours' is always timed)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_swish: needs a CUDA GPU")
         return 2
+    keep = set(args.variants.split(",")) | {"ours"}
     exps = [16, 20, 24, 28] if args.quick else [16, 18, 20, 22, 24, 26, 28]
     if args.sizes:
         exps = [int(e) for e in args.sizes.split(",")]
@@ -199,10 +210,11 @@ def main() -> int:
         k, reps = (50, 30) if e <= 22 else (5, 15)
         for dname, dt in DTYPES.items():
             for layout in ("scalar", "per_channel"):
-                rows.append(bench_forward(n, dt, layout, k, reps))
-                print_row(rows[-1])
+                if not args.no_forward:
+                    rows.append(bench_forward(n, dt, layout, k, reps, keep))
+                    print_row(rows[-1])
                 if not args.no_backward:
-                    rows.append(bench_backward(n, dt, layout, k, reps))
+                    rows.append(bench_backward(n, dt, layout, k, reps, keep))
                     print_row(rows[-1])
                 torch.cuda.empty_cache()
     args.out.parent.mkdir(parents=True, exist_ok=True)

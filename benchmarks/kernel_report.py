@@ -38,7 +38,7 @@ def cuobjdump() -> str:
 
 
 def demangle_short(name: str) -> str:
-    """swishForwardKernel<__half, 8, Mode 0, 4, 256> -> 'swishForwardKernel half v8 m0 u4 t256'."""
+    """swishForwardKernel<__half, 8, Mode 0, 256, 1> -> 'swishForwardKernel fp16 vec8 scalar t256 ppt1'."""
     m = re.search(r"(swish[A-Za-z]+Kernel|finalize[A-Za-z]+Kernel)I(.*)$", name)
     if not m:
         return name
@@ -53,7 +53,7 @@ def demangle_short(name: str) -> str:
         modes = ["scalar", "full", "last_vec", "last_fixed", "uniform_vec", "periodic"]
         tag += " " + modes[int(mode.group(1))]
     if len(nums) >= 3:
-        tag += f" u{nums[1]} t{nums[2]}"
+        tag += f" t{nums[1]} ppt{nums[2]}"  # block size, packs per thread
     return tag
 
 

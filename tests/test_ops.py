@@ -155,9 +155,11 @@ def test_backward_matches_fp64_reference(device):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,bshape", [((4096, 256), (1,)), ((4096, 256), (256,)), ((64, 48, 32, 32), (48, 1, 1)),
                                           ((3, 5, 1000), (5, 1)), (((1 << 20) + 3,), (1,)),
-                                          ((512, 1000), (1000,)), ((8, 2048), (8, 2048)), ((2, 7, 9, 9), (7, 1, 1))])
+                                          ((512, 1000), (1000,)), ((300, 1001), (1001,)), ((8, 2048), (8, 2048)),
+                                          ((2, 7, 9, 9), (7, 1, 1))])
 def test_fused_backward_layouts_cuda(dtype, shape, bshape):
-    """Shapes that exercise each fused-backward path (rows, columns, tails, tiles) and the unfused fallback."""
+    """Shapes that exercise each fused-backward path (rows; columns with 8-pack, whole-row and 32-pack tiles, a
+    partial last tile; tails) and the unfused fallback."""
     x = torch.randn(shape, device="cuda", dtype=dtype) * 4
     b = torch.randn(bshape, device="cuda", dtype=dtype)
     _assert_backward_close(x, b, torch.randn_like(x), f"{shape}/{bshape}")
