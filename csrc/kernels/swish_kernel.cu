@@ -445,9 +445,12 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardRowsKernel
 {
     __shared__ float smem[kWARPS];
     using P = Pack<T, kVEC>;
-    int64_t const b = blockIdx.x;
-    int64_t const row = b / plan.chunks;
-    int64_t const chunk = b - row * plan.chunks;
+    // 32-bit block decomposition (the launcher keeps blocks <= INT_MAX): a 64-bit division is a long subroutine
+    // that would delay every block's first load.
+    uint32_t const b = blockIdx.x;
+    auto const chunks32 = static_cast<uint32_t>(plan.chunks);
+    int64_t const row = b / chunks32;
+    int64_t const chunk = b - static_cast<uint32_t>(row) * chunks32;
     int64_t const begin = row * plan.len + chunk * plan.chunkElems;
     int64_t const count = min(plan.chunkElems, plan.len - chunk * plan.chunkElems);
     int64_t const nPacks = count / kVEC; // begin is pack-aligned when kVEC > 1 (len % kVEC == 0)
@@ -494,11 +497,15 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
 {
     __shared__ float smem[kTHREADS * kVEC];
     using P = Pack<T, kVEC>;
-    int64_t const b = blockIdx.x;
-    int64_t const rowChunk = b / plan.tiles;
-    int64_t const tile = b - rowChunk * plan.tiles;
-    int const tp = static_cast<int>(threadIdx.x % plan.tilePacks);
-    int const tr = static_cast<int>(threadIdx.x / plan.tilePacks);
+    // 32-bit decomposition of block and thread indices (blocks <= INT_MAX, tilePacks <= kTHREADS): 64-bit
+    // divisions here delayed every block's first load.
+    uint32_t const b = blockIdx.x;
+    auto const tiles32 = static_cast<uint32_t>(plan.tiles);
+    auto const tilePacks32 = static_cast<uint32_t>(plan.tilePacks);
+    uint32_t const rowChunk = b / tiles32;
+    uint32_t const tile = b - rowChunk * tiles32;
+    int const tr = static_cast<int>(threadIdx.x / tilePacks32);
+    int const tp = static_cast<int>(threadIdx.x - static_cast<uint32_t>(tr) * tilePacks32);
     int64_t const col = tile * plan.tilePacks + tp; // column pack index
     bool const active = tr < plan.rowsPerStep && col < plan.packsPerRow;
     int64_t const r0 = rowChunk * plan.rowsPerBlock;
@@ -648,12 +655,14 @@ void planCols(FusedPlan& plan, int64_t n, int64_t channels, bool aligned, int vw
     ColsPlan& c = plan.cols;
     plan.vec = aligned && channels % vw == 0 ? vw : 1;
     c.packsPerRow = channels / plan.vec;
-    // At least two blocks per SM for small tensors (one pack per thread), 64K elements per block at the most.
+    // About two blocks per SM for small tensors (rounded so the grid fits in one wave of the three resident blocks
+    // per SM: a second, partial wave cost fp16 at 2^20 elements ~4 us), 64K elements per block at the most.
     int64_t const blockElems = std::clamp<int64_t>(n / (2 * smCount()), kTHREADS * plan.vec, kCOL_BLOCK_ELEMS);
     c.tilePacks = colTilePacks(c.packsPerRow);
     c.tiles = (c.packsPerRow + c.tilePacks - 1) / c.tilePacks;
     c.rowsPerStep = kTHREADS / c.tilePacks;
-    int64_t const steps = std::max<int64_t>(1, blockElems / (c.rowsPerStep * c.tilePacks * plan.vec));
+    int64_t const perStep = c.rowsPerStep * c.tilePacks * plan.vec;
+    int64_t const steps = std::max<int64_t>(1, (blockElems + perStep - 1) / perStep);
     c.rowsPerBlock = c.rowsPerStep * steps;
     c.rowChunks = (c.rows + c.rowsPerBlock - 1) / c.rowsPerBlock;
     plan.partialRows = c.rowChunks;
