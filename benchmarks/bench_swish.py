@@ -8,7 +8,8 @@ an fp64 reference before it is timed.
 Byte floors: forward reads x and writes y (2N elements); backward reads x and g and writes dx (3N elements), the
 bias reduction re-reading nothing in a fused kernel. GB/s below are floor bytes over measured time.
 
-Usage (on the H200): python benchmarks/bench_swish.py --out $OUT/bench.csv [--quick]
+Usage (on the H200): python benchmarks/bench_swish.py --out $OUT/bench.csv [--quick | --sizes 16,18,20]
+    [--no-forward | --no-backward] [--variants copy,ours,eager_formula,eager_silu,compile]
 """
 from __future__ import annotations
 
