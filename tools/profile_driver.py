@@ -1,0 +1,45 @@
+"""Run the op's forward and fused backward a few times per (size, dtype, layout), for a profiler to time per kernel.
+
+Usage on the H200 (per-kernel durations, clocks left alone as METHOD.md asks):
+    ncu --clock-control none --metrics gpu__time_duration.sum --csv python3 tools/profile_driver.py > $OUT/ncu.csv
+The layouts are bench_swish's: x is [N/256, 256], scalar bias [1] or per-channel bias [256] (last dim).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import torchtrt_swish  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="16,18,20", help="comma-separated log2 element counts")
+    ap.add_argument("--dtypes", default="float32,float16")
+    ap.add_argument("--reps", type=int, default=3)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("profile_driver: needs a CUDA GPU")
+        return 2
+    for e in (int(v) for v in args.sizes.split(",")):
+        for dname in args.dtypes.split(","):
+            dt = getattr(torch, dname)
+            for layout in ("scalar", "per_channel"):
+                x = torch.randn(1 << e >> 8, 256, device="cuda", dtype=dt, requires_grad=True)
+                b = torch.randn(1 if layout == "scalar" else 256, device="cuda", dtype=dt, requires_grad=True)
+                g = torch.randn_like(x)
+                torch.cuda.nvtx.range_push(f"2^{e} {dname} {layout}")
+                for _ in range(args.reps):
+                    y = torchtrt_swish.swish(x, b)
+                    torch.autograd.grad(y, (x, b), g)
+                torch.cuda.synchronize()
+                torch.cuda.nvtx.range_pop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
