@@ -324,3 +324,45 @@ def test_more_than_2_pow_31_elements(layout):
     assert (rows.max() + 1) * c > (1 << 31)
     del x, y
     torch.cuda.empty_cache()
+
+
+# ----------------------------------------------------------------------------- every fp32 input
+
+
+def _every_fp32(chunk: int):
+    """All 2^32 fp32 bit patterns (NaNs, infinities, subnormals, signed zeros included), `chunk` at a time."""
+    for lo in range(-(1 << 31), 1 << 31, chunk):
+        yield torch.arange(lo, lo + chunk, dtype=torch.int32, device="cuda").view(torch.float32)
+
+
+def _first_mismatch(got: torch.Tensor, want: torch.Tensor, x: torch.Tensor) -> str:
+    """'' when got and want are the same bits (any NaN matching any NaN), else the first offending input."""
+    same = (got.view(torch.int32) == want.view(torch.int32)) | (got.isnan() & want.isnan())
+    if bool(same.all()):
+        return ""
+    i = int((~same).nonzero()[0])
+    return (f"{int((~same).sum())} inputs differ; first x = {x[i].item()!r} (bits {x.view(torch.int32)[i].item():#x}): "
+            f"got {got[i].item()!r}, want {want[i].item()!r}")
+
+
+@pytest.mark.cuda
+def test_fp32_forward_every_input_matches_pytorch():
+    """The fp32 forward divides without a branch per element (a shared fast path, one range check per pack):
+    for every one of the 2^32 fp32 inputs it must give exactly F.silu(x) + b."""
+    b = torch.tensor([0.375], device="cuda")  # inexact additions for most x
+    for x in _every_fp32(1 << 28):
+        msg = _first_mismatch(torchtrt_swish.swish(x, b), F.silu(x) + b, x)
+        assert not msg, msg
+
+
+@pytest.mark.cuda
+def test_fp32_backward_every_input_matches_pytorch():
+    """dx of the fused fp32 backward (exact reciprocal without a branch per element) for every fp32 x is
+    exactly PyTorch's silu_backward."""
+    gen = torch.Generator(device="cuda").manual_seed(6)
+    b = torch.zeros(1, device="cuda")
+    for x in _every_fp32(1 << 28):
+        g = torch.randn(x.shape, device="cuda", generator=gen)
+        dx, _ = torch.ops.torchtrt_swish.swish_backward(g, x, b)
+        msg = _first_mismatch(dx, torch.ops.aten.silu_backward(g, x), x)
+        assert not msg, msg

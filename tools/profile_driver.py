@@ -3,6 +3,8 @@
 Usage on the H200 (per-kernel durations, clocks left alone as METHOD.md asks):
     ncu --clock-control none --metrics gpu__time_duration.sum --csv python3 tools/profile_driver.py > $OUT/ncu.csv
 The layouts are bench_swish's: x is [N/256, 256], scalar bias [1] or per-channel bias [256] (last dim).
+--with-compile also runs torch.compile of x * sigmoid(x) + b (bench_swish's peer) in the same ranges, so the
+profiler times inductor's kernels next to ours.
 """
 from __future__ import annotations
 
@@ -21,10 +23,17 @@ def main() -> int:
     ap.add_argument("--sizes", default="16,18,20", help="comma-separated log2 element counts")
     ap.add_argument("--dtypes", default="float32,float16")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--with-compile", action="store_true")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("profile_driver: needs a CUDA GPU")
         return 2
+    fns = [torchtrt_swish.swish]
+    if args.with_compile:
+        for name in ("recompile_limit", "cache_size_limit"):  # 12 (size, dtype, layout) cases > the default 8
+            if hasattr(torch._dynamo.config, name):
+                setattr(torch._dynamo.config, name, 4096)
+        fns.append(torch.compile(lambda x, b: x * torch.sigmoid(x) + b))
     for e in (int(v) for v in args.sizes.split(",")):
         for dname in args.dtypes.split(","):
             dt = getattr(torch, dname)
@@ -33,9 +42,10 @@ def main() -> int:
                 b = torch.randn(1 if layout == "scalar" else 256, device="cuda", dtype=dt, requires_grad=True)
                 g = torch.randn_like(x)
                 torch.cuda.nvtx.range_push(f"2^{e} {dname} {layout}")
-                for _ in range(args.reps):
-                    y = torchtrt_swish.swish(x, b)
-                    torch.autograd.grad(y, (x, b), g)
+                for fn in fns:
+                    for _ in range(args.reps):
+                        y = fn(x, b)
+                        torch.autograd.grad(y, (x, b), g)
                 torch.cuda.synchronize()
                 torch.cuda.nvtx.range_pop()
     return 0

@@ -63,31 +63,116 @@ __device__ __forceinline__ float rcpApprox(float v)
     return r;
 }
 
+// 1/v from the hardware estimate (MUFU.RCP) alone; only called where v is a normal number with a normal reciprocal.
+__device__ __forceinline__ float rcpApproxFtz(float v)
+{
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+}
+
+// q[k] = num[k] / den[k] rounded to nearest, bit-identical to __fdiv_rn, for den >= 1 (the swish denominators).
+// __fdiv_rn per element compiles to the hardware fast path (reciprocal estimate, one Newton step, one residual
+// correction) behind a range check (FCHK) and a branch to a slow path; each branch is a convergence region, so a
+// pack's divisions ran one after another, which made the fp32 kernels latency-bound at small sizes. Here the
+// same fast path runs for the whole pack with no branch, and one range check per pack sends the pack to
+// __fdiv_rn if any element lies outside the range where the fast path is exact (|num| in [2^-32, 2^64] or 0,
+// den <= 2^32: every intermediate stays a normal number). tests/test_exhaustive.py checks all 2^32 fp32 inputs
+// of both the forward and the backward against PyTorch's kernels on the GPU.
+template <int kN>
+__device__ __forceinline__ void divRnAll(float const (&num)[kN], float const (&den)[kN], float (&q)[kN])
+{
+    bool fast = true;
+#pragma unroll
+    for (int k = 0; k < kN; ++k)
+    {
+        float const r0 = rcpApproxFtz(den[k]);
+        float const r1 = __fmaf_rn(r0, __fmaf_rn(-den[k], r0, 1.0f), r0);
+        float const q0 = __fmul_rn(num[k], r1);
+        float const a = fabsf(num[k]);
+        q[k] = a == 0.0f ? num[k] : __fmaf_rn(r1, __fmaf_rn(-den[k], q0, num[k]), q0); // 0 / den keeps 0's sign
+        fast &= den[k] <= 0x1p32f && ((a >= 0x1p-32f && a <= 0x1p64f) || a == 0.0f); // false for NaN
+    }
+    if (!fast)
+    {
+#pragma unroll
+        for (int k = 0; k < kN; ++k)
+        {
+            q[k] = __fdiv_rn(num[k], den[k]);
+        }
+    }
+}
+
+// In place: v[k] = swish(v[k]) + b[k] for kN elements of one pack.
 // fp32 outputs: PyTorch's silu formula and operation order (x / (1 + exp(-x))), IEEE divide, so results match
 // F.silu(x) + b; the _rn intrinsics keep the compiler from contracting the bias add into an FMA.
 // fp16/bf16 outputs: the same exp, then x * rcp(1 + e) + b in one FMA. Its fp32 error (a few fp32 ulps) is far
 // below half an fp16/bf16 ulp, special values are unchanged (1/inf = 0, -inf * 0 = NaN), and it drops the
 // divide's slow-path check that made the half kernels compute-bound.
-template <typename T>
-__device__ __forceinline__ float swishBias(float x, float b)
+template <typename T, int kN>
+__device__ __forceinline__ void swishBiasAll(float (&v)[kN], float const (&b)[kN])
 {
     if constexpr (sizeof(T) == 4)
     {
-        return __fadd_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(-x))), b);
+        float d[kN];
+#pragma unroll
+        for (int k = 0; k < kN; ++k)
+        {
+            d[k] = __fadd_rn(1.0f, expf(-v[k]));
+        }
+        float q[kN];
+        divRnAll(v, d, q);
+#pragma unroll
+        for (int k = 0; k < kN; ++k)
+        {
+            v[k] = __fadd_rn(q[k], b[k]);
+        }
     }
     else
     {
-        return fmaf(x, rcpApprox(1.0f + expf(-x)), b);
+#pragma unroll
+        for (int k = 0; k < kN; ++k)
+        {
+            v[k] = fmaf(v[k], rcpApprox(1.0f + expf(-v[k])), b[k]);
+        }
     }
 }
 
-// PyTorch's silu_backward: g * s * (1 + x * (1 - s)), s = 1 / (1 + exp(-x)); half types use the fast reciprocal.
-template <typename T>
-__device__ __forceinline__ float swishGrad(float g, float x)
+// In place: x[k] becomes dx[k] = g[k] * s * (1 + x * (1 - s)), s = 1 / (1 + exp(-x)): PyTorch's silu_backward
+// (exact reciprocal for fp32, the fast one for half types).
+template <typename T, int kN>
+__device__ __forceinline__ void swishGradAll(float const (&g)[kN], float (&x)[kN])
 {
-    float const d = __fadd_rn(1.0f, expf(-x));
-    float const s = sizeof(T) == 4 ? __fdiv_rn(1.0f, d) : rcpApprox(d);
-    return g * s * (1.0f + x * (1.0f - s));
+    float d[kN];
+    float s[kN];
+#pragma unroll
+    for (int k = 0; k < kN; ++k)
+    {
+        d[k] = __fadd_rn(1.0f, expf(-x[k]));
+    }
+    if constexpr (sizeof(T) == 4)
+    {
+        float one[kN];
+#pragma unroll
+        for (int k = 0; k < kN; ++k)
+        {
+            one[k] = 1.0f;
+        }
+        divRnAll(one, d, s);
+    }
+    else
+    {
+#pragma unroll
+        for (int k = 0; k < kN; ++k)
+        {
+            s[k] = rcpApprox(d[k]);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < kN; ++k)
+    {
+        x[k] = g[k] * s[k] * (1.0f + x[k] * (1.0f - s[k]));
+    }
 }
 
 template <typename T, int kVEC>
@@ -236,11 +321,39 @@ __device__ __forceinline__ Pack<T, kVEC> swishPack(Pack<T, kVEC> const& in, T co
     {
         biasFor<T, kVEC, kMODE>(bias, scalarBias, prm.offset + p * kVEC, p, prm, b);
     }
+    float v[kVEC];
+#pragma unroll
+    for (int k = 0; k < kVEC; ++k)
+    {
+        v[k] = Cvt<T>::toF(in.v[k]);
+    }
+    swishBiasAll<T>(v, b);
     Pack<T, kVEC> out;
 #pragma unroll
     for (int k = 0; k < kVEC; ++k)
     {
-        out.v[k] = Cvt<T>::fromF(swishBias<T>(Cvt<T>::toF(in.v[k]), b[k]));
+        out.v[k] = Cvt<T>::fromF(v[k]);
+    }
+    return out;
+}
+
+// dx for one (g, x) pack; gf receives g as floats, the bias gradient's summands.
+template <typename T, int kVEC>
+__device__ __forceinline__ Pack<T, kVEC> gradPack(Pack<T, kVEC> const& g, Pack<T, kVEC> const& x, float (&gf)[kVEC])
+{
+    float v[kVEC];
+#pragma unroll
+    for (int k = 0; k < kVEC; ++k)
+    {
+        gf[k] = Cvt<T>::toF(g.v[k]);
+        v[k] = Cvt<T>::toF(x.v[k]);
+    }
+    swishGradAll<T>(gf, v);
+    Pack<T, kVEC> out;
+#pragma unroll
+    for (int k = 0; k < kVEC; ++k)
+    {
+        out.v[k] = Cvt<T>::fromF(v[k]);
     }
     return out;
 }
@@ -265,12 +378,15 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
         }
     }
     float const scalarBias = kMODE == Mode::kSCALAR ? Cvt<T>::toF(bias[0]) : 0.0f;
-    // kLAST_FIXED: C / kVEC divides kT, so all of this thread's packs have the same channels.
+    // kLAST_FIXED: C / kVEC divides kT, so all of this thread's packs have the same channels, and as kT is a power
+    // of two so is C / kVEC: the remainder is a mask (a run-time 32-bit remainder took ~15 instructions, a
+    // reciprocal among them, ahead of the x address).
+    static_assert((kT & (kT - 1)) == 0, "kLAST_FIXED relies on a power-of-two block");
     float fixedBias[kVEC] = {};
     if constexpr (kMODE == Mode::kLAST_FIXED)
     {
         uint4 const raw = __ldg(reinterpret_cast<uint4 const*>(bias)
-            + threadIdx.x % static_cast<uint32_t>(prm.byPacksPerRow.d)); // d <= kT: a 32-bit remainder
+            + (threadIdx.x & static_cast<uint32_t>(prm.byPacksPerRow.d - 1)));
         Pack<T, kVEC> b;
         memcpy(&b, &raw, sizeof(raw));
 #pragma unroll
@@ -316,15 +432,13 @@ __device__ __forceinline__ float backwardStep(Pack<T, kVEC> const* __restrict__ 
         int64_t const p = base + static_cast<int64_t>(u) * kTHREADS;
         if (p < nPacks)
         {
-            P out;
+            float gf[kVEC];
+            dp[p] = gradPack<T, kVEC>(gi[u], xi[u], gf);
 #pragma unroll
             for (int k = 0; k < kVEC; ++k)
             {
-                float const gv = Cvt<T>::toF(gi[u].v[k]);
-                acc += gv;
-                out.v[k] = Cvt<T>::fromF(swishGrad<T>(gv, Cvt<T>::toF(xi[u].v[k])));
+                acc += gf[k];
             }
-            dp[p] = out;
         }
     }
     return acc;
@@ -465,9 +579,11 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardRowsKernel
     // Tail of a chunk whose length is not a multiple of kVEC (only the last chunk of a scalar-bias tensor).
     for (int64_t i = nPacks * kVEC + threadIdx.x; i < count; i += kTHREADS)
     {
-        float const gv = Cvt<T>::toF(g[begin + i]);
-        acc += gv;
-        dx[begin + i] = Cvt<T>::fromF(swishGrad<T>(gv, Cvt<T>::toF(x[begin + i])));
+        float gv[1] = {Cvt<T>::toF(g[begin + i])};
+        float v[1] = {Cvt<T>::toF(x[begin + i])};
+        swishGradAll<T>(gv, v);
+        acc += gv[0];
+        dx[begin + i] = Cvt<T>::fromF(v[0]);
     }
     float const total = blockSum(acc, smem);
     if (threadIdx.x == 0)
@@ -542,23 +658,62 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
                 int64_t const rr = r + u * step;
                 if (rr < r1)
                 {
-                    P out;
+                    float gf[kVEC];
+                    dp[rr * plan.packsPerRow + col] = gradPack<T, kVEC>(gi[u], xi[u], gf);
 #pragma unroll
                     for (int k = 0; k < kVEC; ++k)
                     {
-                        float const gv = Cvt<T>::toF(gi[u].v[k]);
-                        acc[k] += gv;
-                        out.v[k] = Cvt<T>::fromF(swishGrad<T>(gv, Cvt<T>::toF(xi[u].v[k])));
+                        acc[k] += gf[k];
                     }
-                    dp[rr * plan.packsPerRow + col] = out;
                 }
             }
         }
     }
-    // Combine the rowsPerStep threads that share a column element with a fixed tree over the rows, in smem laid out
-    // [k][row][tilePack]: a warp's threads touch consecutive words at every step (a [row][tilePack][k] layout had
-    // 4- to 8-way bank conflicts, which cost small tensors microseconds).
     int const tilePacks = static_cast<int>(plan.tilePacks);
+    int64_t const C = plan.packsPerRow * kVEC;
+    if ((32 % tilePacks) == 0)
+    {
+        // A warp holds 32 / tilePacks whole rows of the tile: add them with shuffles (a fixed xor tree), then one
+        // barrier and the warps' sums in warp order, so the result stays deterministic. The shared-memory tree
+        // below needed a barrier per level (five for 32 rows), which cost the small per-channel backward
+        // microseconds against the rows kernel's one.
+#pragma unroll
+        for (int k = 0; k < kVEC; ++k)
+        {
+            for (int o = tilePacks; o < 32; o *= 2)
+            {
+                acc[k] += __shfl_xor_sync(0xffffffffU, acc[k], o);
+            }
+        }
+        int const lane = static_cast<int>(threadIdx.x & 31U);
+        int const warp = static_cast<int>(threadIdx.x >> 5);
+        int const width = tilePacks * kVEC; // one warp's sums: [tilePack][k], the order of the partial row
+        if (lane < tilePacks)
+        {
+#pragma unroll
+            for (int k = 0; k < kVEC; ++k)
+            {
+                smem[warp * width + lane * kVEC + k] = acc[k];
+            }
+        }
+        __syncthreads();
+        int const t = static_cast<int>(threadIdx.x);
+        int64_t const out = tile * plan.tilePacks * kVEC + t; // column of this thread's sum
+        if (t < width && out < C)
+        {
+            float sum = 0.0f;
+#pragma unroll
+            for (int w = 0; w < kWARPS; ++w)
+            {
+                sum += smem[w * width + t];
+            }
+            partial[rowChunk * C + out] = sum;
+        }
+        return;
+    }
+    // Other tile widths: combine the rowsPerStep threads that share a column element with a fixed tree over the
+    // rows, in smem laid out [k][row][tilePack]: a warp's threads touch consecutive words at every step (a
+    // [row][tilePack][k] layout had 4- to 8-way bank conflicts, which cost small tensors microseconds).
     int const rps = static_cast<int>(plan.rowsPerStep);
     auto at = [&](int k, int row) -> float& { return smem[(k * rps + row) * tilePacks + tp]; };
     if (tr < rps)
@@ -587,7 +742,6 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
         }
         __syncthreads();
     }
-    int64_t const C = plan.packsPerRow * kVEC;
     if (tr == 0 && col < plan.packsPerRow)
     {
 #pragma unroll
