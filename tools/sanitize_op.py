@@ -1,4 +1,6 @@
-"""Drive the op's CUDA kernels over every sample input (all dtypes, forward + backward) for compute-sanitizer."""
+"""Drive the op's CUDA kernels over every sample input (all dtypes, forward + backward) for compute-sanitizer,
+plus shapes that reach each fused-backward tile shape (8-pack, narrow and whole-row column tiles, 32-pack tiles with
+a partial last tile) and both forward launch shapes."""
 from __future__ import annotations
 
 import sys
@@ -18,6 +20,12 @@ def main() -> int:
         for s in sample_inputs("cuda", dtype):
             x = s.x.detach().clone().requires_grad_()
             b = s.bias.detach().clone().requires_grad_()
+            torchtrt_swish.swish(x, b).backward(torch.randn_like(x))
+            count += 1
+        for shape, bshape in (((4096, 256), (256,)), ((64, 16), (16,)), ((512, 1000), (1000,)),
+                              ((300, 1001), (1001,)), ((1 << 19, 8), (8,)), ((4, 48, 32, 32), (48, 1, 1))):
+            x = torch.randn(shape, device="cuda", dtype=dtype, requires_grad=True)
+            b = torch.randn(bshape, device="cuda", dtype=dtype, requires_grad=True)
             torchtrt_swish.swish(x, b).backward(torch.randn_like(x))
             count += 1
     torch.cuda.synchronize()
