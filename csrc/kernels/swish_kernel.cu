@@ -77,7 +77,7 @@ __device__ __forceinline__ float rcpApproxFtz(float v)
 // pack's divisions ran one after another, which made the fp32 kernels latency-bound at small sizes. Here the
 // same fast path runs for the whole pack with no branch, and one range check per pack sends the pack to
 // __fdiv_rn if any element lies outside the range where the fast path is exact (|num| in [2^-32, 2^64] or 0,
-// den <= 2^32: every intermediate stays a normal number). tests/test_exhaustive.py checks all 2^32 fp32 inputs
+// den <= 2^32: every intermediate stays a normal number). tests/test_ops.py runs all 2^32 fp32 inputs
 // of both the forward and the backward against PyTorch's kernels on the GPU.
 template <int kN>
 __device__ __forceinline__ void divRnAll(float const (&num)[kN], float const (&den)[kN], float (&q)[kN])
