@@ -304,6 +304,19 @@ __device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalar
     }
 }
 
+// One pack of T from kVEC floats (round to nearest).
+template <typename T, int kVEC>
+__device__ __forceinline__ Pack<T, kVEC> packFrom(float const (&v)[kVEC])
+{
+    Pack<T, kVEC> out;
+#pragma unroll
+    for (int k = 0; k < kVEC; ++k)
+    {
+        out.v[k] = Cvt<T>::fromF(v[k]);
+    }
+    return out;
+}
+
 template <typename T, int kVEC, Mode kMODE>
 __device__ __forceinline__ Pack<T, kVEC> swishPack(Pack<T, kVEC> const& in, T const* __restrict__ bias, float scalarBias,
     float const (&fixedBias)[kVEC], int64_t p, FwdParams const& prm)
@@ -328,13 +341,7 @@ __device__ __forceinline__ Pack<T, kVEC> swishPack(Pack<T, kVEC> const& in, T co
         v[k] = Cvt<T>::toF(in.v[k]);
     }
     swishBiasAll<T>(v, b);
-    Pack<T, kVEC> out;
-#pragma unroll
-    for (int k = 0; k < kVEC; ++k)
-    {
-        out.v[k] = Cvt<T>::fromF(v[k]);
-    }
-    return out;
+    return packFrom<T>(v);
 }
 
 // dx for one (g, x) pack; gf receives g as floats, the bias gradient's summands.
@@ -349,13 +356,7 @@ __device__ __forceinline__ Pack<T, kVEC> gradPack(Pack<T, kVEC> const& g, Pack<T
         v[k] = Cvt<T>::toF(x.v[k]);
     }
     swishGradAll<T>(gf, v);
-    Pack<T, kVEC> out;
-#pragma unroll
-    for (int k = 0; k < kVEC; ++k)
-    {
-        out.v[k] = Cvt<T>::fromF(v[k]);
-    }
-    return out;
+    return packFrom<T>(v);
 }
 
 // kPPT packs per thread, one pass over a grid that covers the tensor (no grid-stride loop: with one, the compiler
