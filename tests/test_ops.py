@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchtrt_swish
-from samples import reference, sample_inputs, tolerance
+from samples import FUSED_BACKWARD_SHAPES, reference, sample_inputs, tolerance
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
@@ -153,10 +153,7 @@ def test_backward_matches_fp64_reference(device):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape,bshape", [((4096, 256), (1,)), ((4096, 256), (256,)), ((64, 48, 32, 32), (48, 1, 1)),
-                                          ((3, 5, 1000), (5, 1)), (((1 << 20) + 3,), (1,)),
-                                          ((512, 1000), (1000,)), ((300, 1001), (1001,)), ((8, 2048), (8, 2048)),
-                                          ((2, 7, 9, 9), (7, 1, 1))])
+@pytest.mark.parametrize("shape,bshape", [((4096, 256), (1,)), *FUSED_BACKWARD_SHAPES])
 def test_fused_backward_layouts_cuda(dtype, shape, bshape):
     """Shapes that exercise each fused-backward path (rows; columns with 8-pack, whole-row and 32-pack tiles, a
     partial last tile; tails) and the unfused fallback."""

@@ -10,22 +10,21 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import torchtrt_swish  # noqa: E402
-from samples import sample_inputs  # noqa: E402
+from samples import FUSED_BACKWARD_SHAPES, sample_inputs  # noqa: E402
 
 
 def main() -> int:
     """Run forward and backward on every sample; exit non-zero on a CUDA error."""
     count = 0
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
-        for s in sample_inputs("cuda", dtype):
-            x = s.x.detach().clone().requires_grad_()
-            b = s.bias.detach().clone().requires_grad_()
-            torchtrt_swish.swish(x, b).backward(torch.randn_like(x))
-            count += 1
-        for shape, bshape in (((4096, 256), (256,)), ((64, 16), (16,)), ((512, 1000), (1000,)),
-                              ((300, 1001), (1001,)), ((1 << 19, 8), (8,)), ((4, 48, 32, 32), (48, 1, 1))):
-            x = torch.randn(shape, device="cuda", dtype=dtype, requires_grad=True)
-            b = torch.randn(bshape, device="cuda", dtype=dtype, requires_grad=True)
+        cases = [(s.x.detach().clone(), s.bias.detach().clone()) for s in sample_inputs("cuda", dtype)]
+        # Both forward launch shapes (the second needs > 2^18 packs) and every fused-backward tile shape.
+        for shape, bshape in [((1 << 19, 8), (8,)), ((64, 16), (16,)), *FUSED_BACKWARD_SHAPES]:
+            cases.append((torch.randn(shape, device="cuda", dtype=dtype),
+                          torch.randn(bshape, device="cuda", dtype=dtype)))
+        for x, b in cases:
+            x.requires_grad_()
+            b.requires_grad_()
             torchtrt_swish.swish(x, b).backward(torch.randn_like(x))
             count += 1
     torch.cuda.synchronize()
