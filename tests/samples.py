@@ -15,9 +15,10 @@ class Sample:
     bias: torch.Tensor
 
 
-# (x shape, bias shape) pairs that reach each fused-backward path: rows; columns with 8-pack, whole-row and 32-pack
-# tiles and a partial last tile; tails; and the unfused fallback.
-FUSED_BACKWARD_SHAPES = [((4096, 256), (256,)), ((64, 48, 32, 32), (48, 1, 1)), ((3, 5, 1000), (5, 1)),
+# (x shape, bias shape) pairs that reach each fused-backward path: rows; columns with 8-pack tiles, narrow
+# power-of-two tiles (2 or 4 packs: the warp-shuffle epilogue over 8-16 rows per warp), whole-row and 32-pack tiles
+# and a partial last tile; tails; and the unfused fallback.
+FUSED_BACKWARD_SHAPES = [((4096, 256), (256,)), ((64, 16), (16,)), ((64, 48, 32, 32), (48, 1, 1)), ((3, 5, 1000), (5, 1)),
                          (((1 << 20) + 3,), (1,)), ((512, 1000), (1000,)), ((300, 1001), (1001,)),
                          ((8, 2048), (8, 2048)), ((2, 7, 9, 9), (7, 1, 1))]
 

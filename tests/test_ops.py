@@ -155,8 +155,7 @@ def test_backward_matches_fp64_reference(device):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,bshape", [((4096, 256), (1,)), *FUSED_BACKWARD_SHAPES])
 def test_fused_backward_layouts_cuda(dtype, shape, bshape):
-    """Shapes that exercise each fused-backward path (rows; columns with 8-pack, whole-row and 32-pack tiles, a
-    partial last tile; tails) and the unfused fallback."""
+    """Shapes that exercise each fused-backward path (samples.FUSED_BACKWARD_SHAPES) and the unfused fallback."""
     x = torch.randn(shape, device="cuda", dtype=dtype) * 4
     b = torch.randn(bshape, device="cuda", dtype=dtype)
     _assert_backward_close(x, b, torch.randn_like(x), f"{shape}/{bshape}")
