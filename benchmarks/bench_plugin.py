@@ -1,8 +1,11 @@
 """The TensorRT plugin's enqueue (driven through the conformance harness) vs the torch op, same inputs, on the H200.
 
-Both call the same launcher, so their kernel time must agree; this measures it. Each variant: k back-to-back calls
-between CUDA events on one stream, median of reps. Sizes where launch overhead is negligible (2^24, 2^28), so the
-numbers compare kernels rather than Python (the harness's pybind call and the dispatcher differ on the host).
+Both call the same launcher, so their kernel time must agree; this measures it two ways, at sizes where launch
+overhead is negligible (2^24, 2^28):
+* kernel time: the duration of every forward kernel the two launch, as CUDA's profiler (CUPTI, through
+  torch.profiler) records it, median over the calls. This is the number the goal is about.
+* call time: k back-to-back calls between CUDA events on one stream, the op's and the plugin's rounds
+  alternating (ABAB...) so that neither always runs first; median of the rounds.
 Outputs are compared bit for bit before timing.
 
 Usage: python benchmarks/bench_plugin.py [--out $OUT/bench_plugin.csv]
@@ -12,6 +15,7 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib.util
+import statistics
 import sys
 import sysconfig
 from pathlib import Path
@@ -21,7 +25,6 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import torchtrt_swish  # noqa: E402
-from benchmarks.bench_swish import time_loop  # noqa: E402
 
 NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
@@ -35,10 +38,42 @@ def load_harness():
     return mod
 
 
-def timed(fn, k: int, reps: int, stream: torch.cuda.Stream) -> float:
-    """Median microseconds per call on `stream` (bench_swish's eager-loop timing)."""
+def call_times(fns: dict, k: int, reps: int, stream: torch.cuda.Stream) -> dict:
+    """Median microseconds per call of each fn, k calls per round, the fns' rounds alternating in rotating order."""
+    times = {name: [] for name in fns}
+    names = list(fns)
     with torch.cuda.stream(stream):
-        return time_loop(fn, k, reps)
+        for fn in fns.values():
+            for _ in range(3):
+                fn()
+        torch.cuda.synchronize()
+        for rep in range(reps):
+            for name in names[rep % len(names):] + names[:rep % len(names)]:
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(k):
+                    fns[name]()
+                end.record()
+                end.synchronize()
+                times[name].append(start.elapsed_time(end) * 1000.0 / k)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def kernel_times(fn, k: int, stream: torch.cuda.Stream) -> float:
+    """Median duration (microseconds) of the swish forward kernels that k calls of fn launch, from the profiler."""
+    with torch.cuda.stream(stream):
+        fn()
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(k):
+                fn()
+            torch.cuda.synchronize()
+    durations = [ev.time_range.elapsed_us() for ev in prof.events()
+                 if ev.device_type == torch.autograd.DeviceType.CUDA and "swishForwardKernel" in ev.name]
+    if len(durations) != k:
+        raise SystemExit(f"expected {k} forward kernels in the profile, found {len(durations)}")
+    return statistics.median(durations)
 
 
 def main() -> int:
@@ -51,7 +86,8 @@ def main() -> int:
     (creator,) = lib.creators()
     stream = torch.cuda.Stream()
     rows = []
-    print(f"{'n':>6} {'dtype':9} {'layout':11} {'op us':>9} {'plugin us':>10} {'plugin/op':>9}")
+    print(f"{'n':>6} {'dtype':9} {'layout':11} {'op kern us':>10} {'plugin kern us':>14} {'kern ratio':>10}"
+          f" {'op call us':>10} {'plugin call us':>14} {'call ratio':>10}")
     for e in (24, 28):
         n = 1 << e
         for dt, name in NAMES.items():
@@ -70,6 +106,9 @@ def main() -> int:
                     if rc != 0:
                         raise SystemExit(f"enqueue returned {rc}")
 
+                def run_op():
+                    torchtrt_swish.swish(x, b)
+
                 torch.cuda.synchronize()
                 with torch.cuda.stream(stream):
                     run_plugin()
@@ -78,13 +117,19 @@ def main() -> int:
                 bits = {4: torch.int32, 2: torch.int16}[x.element_size()]
                 if not torch.equal(y.view(bits), ref.view(bits)):
                     raise SystemExit(f"plugin output differs from the op ({name}, {layout}, 2^{e})")
-                k, reps = (20, 15) if e <= 24 else (5, 15)
-                t_op = timed(lambda: torchtrt_swish.swish(x, b), k, reps, stream)
-                t_pl = timed(run_plugin, k, reps, stream)
-                rows.append({"n": n, "dtype": name, "layout": layout, "op_us": t_op, "plugin_us": t_pl,
-                             "ratio": t_pl / t_op})
-                print(f"2^{e:<4} {name:9} {layout:11} {t_op:9.2f} {t_pl:10.2f} {t_pl / t_op:9.3f}")
-                del plugin, x, y, ref
+                del ref
+                k, reps = (20, 16) if e <= 24 else (5, 16)
+                kern = {"op": kernel_times(run_op, 4 * k, stream), "plugin": kernel_times(run_plugin, 4 * k, stream)}
+                call = call_times({"op": run_op, "plugin": run_plugin}, k, reps, stream)
+                rows.append({"n": n, "dtype": name, "layout": layout,
+                             "op_kernel_us": kern["op"], "plugin_kernel_us": kern["plugin"],
+                             "kernel_ratio": kern["plugin"] / kern["op"],
+                             "op_call_us": call["op"], "plugin_call_us": call["plugin"],
+                             "call_ratio": call["plugin"] / call["op"]})
+                print(f"2^{e:<4} {name:9} {layout:11} {kern['op']:10.2f} {kern['plugin']:14.2f}"
+                      f" {kern['plugin'] / kern['op']:10.3f} {call['op']:10.2f} {call['plugin']:14.2f}"
+                      f" {call['plugin'] / call['op']:10.3f}", flush=True)
+                del plugin, x, y
                 torch.cuda.empty_cache()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", newline="") as f:
