@@ -2,7 +2,8 @@
 
 Needs no GPU: nvcc -Xptxas -v for the resource report and cuobjdump (the toolkit's, or the copy Triton ships) for
 the SASS. Prints a Markdown table; the vectorized kernels (pack width 4 for fp32, 8 for fp16/bf16) must show only
-128-bit global loads and stores (LDG.E.128 / STG.E.128) for x, g, y and dx.
+128-bit global loads and stores (LDG.E.128 / STG.E.128) for x, g, y and dx, and the forward kernels that small
+fp16/bf16 tensors take on purpose (pack width 4, 8 bytes) only 64-bit ones (LDG.E.64 / STG.E.64).
 
 Usage: python benchmarks/kernel_report.py [--arch 90]
 """

@@ -298,6 +298,39 @@ def test_cuda_kernels_compiled_when_nvcc_present():
         pytest.skip("no nvcc or CPU-only torch: the CUDA impl is legitimately absent")
 
 
+# ----------------------------------------------------------------------------- forward launch shapes
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("channels", [1, 16, 256])
+def test_forward_launch_shapes_agree_cuda(dtype, channels):
+    """Every forward launch shape gives the fp64-close answer and the same bits for the same elements.
+
+    2^18 elements is the largest fp16/bf16 tensor of the 8-byte-pack kernel; 2^18 + 2048 takes the 16-byte small
+    kernel, 2^22 + 256 the large one (two packs per thread), and 2^18 + 3 with a scalar bias adds the scalar tail
+    kernel. x is viewed as rows of `channels` (bias on the last dim) or of 256 (scalar bias). The element math does
+    not depend on the launch shape, so the first 2^18 outputs must be the same bits in every case.
+    """
+    small = 1 << 18
+    flat = torch.randn((1 << 22) + 256, device="cuda", dtype=dtype) * 4
+    b = torch.randn(channels, device="cuda", dtype=dtype)
+    width = 256 if channels == 1 else channels
+    outs = []
+    for n in (small, small + 2048, flat.numel()):
+        x = flat[:n].view(-1, width)
+        y = torchtrt_swish.swish(x, b)
+        _assert_close_to_reference(y, x, b)
+        outs.append(y.reshape(-1)[:small])
+    if channels == 1:
+        y = torchtrt_swish.swish(flat[: small + 3], b)
+        _assert_close_to_reference(y, flat[: small + 3], b)
+        outs.append(y[:small])
+    bits = {4: torch.int32, 2: torch.int16}[flat.element_size()]
+    for y in outs[1:]:
+        assert torch.equal(y.view(bits), outs[0].view(bits))
+
+
 # ----------------------------------------------------------------------------- 64-bit indexing
 
 

@@ -1,6 +1,7 @@
 """Drive the op's CUDA kernels over every sample input (all dtypes, forward + backward) for compute-sanitizer,
 plus shapes that reach each fused-backward tile shape (8-pack, narrow and whole-row column tiles, 32-pack tiles with
-a partial last tile) and both forward launch shapes."""
+a partial last tile) and every forward launch shape (8-byte packs for small fp16/bf16 tensors, the 16-byte small
+and large kernels)."""
 from __future__ import annotations
 
 import sys
@@ -18,7 +19,7 @@ def main() -> int:
     count = 0
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
         cases = [(s.x.detach().clone(), s.bias.detach().clone()) for s in sample_inputs("cuda", dtype)]
-        # Both forward launch shapes (the second needs > 2^18 packs) and every fused-backward tile shape.
+        # Every forward launch shape (the large one needs > 2^18 packs) and every fused-backward tile shape.
         for shape, bshape in [((1 << 19, 8), (8,)), *FUSED_BACKWARD_SHAPES]:
             cases.append((torch.randn(shape, device="cuda", dtype=dtype),
                           torch.randn(bshape, device="cuda", dtype=dtype)))

@@ -22,6 +22,10 @@ constexpr int kUNROLL = 4;
 // the chip); above, two packs per thread in 128-thread blocks, which streamed 2-5 % faster at 2^28 elements than
 // four packs in 256-thread blocks.
 constexpr int64_t kFWD_SMALL_PACKS = int64_t{1} << 18;
+// fp16/bf16 tensors of at most this many 16-byte packs (2^18 elements) go through the small kernel with 8-byte
+// packs instead: twice the threads, each with half the math ahead of its store. At 2^16-2^18 elements that took
+// 0.05-0.12 us off ~1.5 us in five H200 runs; at 2^20 it gained nothing, and fp32 lost (benchmarks/RESULTS.md, v14).
+constexpr int64_t kFWD_HALF_NARROW_PACKS = int64_t{1} << 15;
 // Backward kernels hold two input packs per unrolled step; without a cap bf16 reached 121 registers (two
 // blocks per SM). Three resident blocks (<= 85 registers, no spills) keep more loads in flight.
 constexpr int kMIN_BLOCKS = 3;
@@ -386,10 +390,19 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     float fixedBias[kVEC] = {};
     if constexpr (kMODE == Mode::kLAST_FIXED)
     {
-        uint4 const raw = __ldg(reinterpret_cast<uint4 const*>(bias)
-            + (threadIdx.x & static_cast<uint32_t>(prm.byPacksPerRow.d - 1)));
+        uint32_t const c = threadIdx.x & static_cast<uint32_t>(prm.byPacksPerRow.d - 1);
         Pack<T, kVEC> b;
-        memcpy(&b, &raw, sizeof(raw));
+        if constexpr (sizeof(b) == sizeof(uint4))
+        {
+            uint4 const raw = __ldg(reinterpret_cast<uint4 const*>(bias) + c);
+            memcpy(&b, &raw, sizeof(raw));
+        }
+        else
+        {
+            static_assert(sizeof(b) == sizeof(uint2), "fixed bias packs are 16 or 8 bytes");
+            uint2 const raw = __ldg(reinterpret_cast<uint2 const*>(bias) + c);
+            memcpy(&b, &raw, sizeof(raw));
+        }
 #pragma unroll
         for (int k = 0; k < kVEC; ++k)
         {
@@ -941,6 +954,20 @@ bool aligned16(void const* p)
 template <typename T, int kVEC, Mode kMODE>
 cudaError_t launchFwd(T const* x, T const* bias, T* y, int64_t nPacks, FwdParams const& prm, cudaStream_t stream)
 {
+    if constexpr (sizeof(T) == 2 && kVEC == 8 && (kMODE == Mode::kSCALAR || kMODE == Mode::kLAST_FIXED))
+    {
+        if (nPacks <= kFWD_HALF_NARROW_PACKS)
+        {
+            // Same elements as 8-byte packs; for kLAST_FIXED a row then has twice the packs, which still divides
+            // the 256-thread block (the caller checked that C / 8 divides 128).
+            FwdParams narrow = prm;
+            narrow.byPacksPerRow = FastDiv::make(2 * static_cast<int64_t>(prm.byPacksPerRow.d));
+            swishForwardKernel<T, kVEC / 2, kMODE, kTHREADS, 1>
+                <<<gridBlocks((2 * nPacks + kTHREADS - 1) / kTHREADS), kTHREADS, 0, stream>>>(
+                    x, bias, y, 2 * nPacks, narrow);
+            return cudaSuccess;
+        }
+    }
     bool const small = nPacks <= kFWD_SMALL_PACKS;
     int const threads = small ? kTHREADS : kTHREADS / 2;
     unsigned const grid = gridBlocks((nPacks + kTHREADS - 1) / kTHREADS); // both shapes: 256 packs per block
