@@ -3,7 +3,8 @@
 Both call the same launcher, so their kernel time must agree; this measures it two ways, at sizes where launch
 overhead is negligible (2^24, 2^28):
 * kernel time: the duration of every forward kernel the two launch, as CUDA's profiler (CUPTI, through
-  torch.profiler) records it, median over the calls. This is the number the goal is about.
+  torch.profiler) records it, median over 8 alternating rounds of k calls each. This is the number the goal is
+  about.
 * call time: k back-to-back calls between CUDA events on one stream, the op's and the plugin's rounds
   alternating (ABAB...) so that neither always runs first; median of the rounds.
 Outputs are compared bit for bit before timing.
@@ -60,20 +61,26 @@ def call_times(fns: dict, k: int, reps: int, stream: torch.cuda.Stream) -> dict:
     return {name: statistics.median(v) for name, v in times.items()}
 
 
-def kernel_times(fn, k: int, stream: torch.cuda.Stream) -> float:
-    """Median duration (microseconds) of the swish forward kernels that k calls of fn launch, from the profiler."""
+def kernel_times(fns: dict, k: int, rounds: int, stream: torch.cuda.Stream) -> dict:
+    """Median duration (microseconds) of the swish forward kernels each fn launches, from the profiler: `rounds`
+    rounds of k calls per fn, the fns alternating, so that a drift in clocks or memory state hits both alike."""
+    durations = {name: [] for name in fns}
     with torch.cuda.stream(stream):
-        fn()
+        for fn in fns.values():
+            fn()
         torch.cuda.synchronize()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            for _ in range(k):
-                fn()
-            torch.cuda.synchronize()
-    durations = [ev.time_range.elapsed_us() for ev in prof.events()
-                 if ev.device_type == torch.autograd.DeviceType.CUDA and "swishForwardKernel" in ev.name]
-    if len(durations) != k:
-        raise SystemExit(f"expected {k} forward kernels in the profile, found {len(durations)}")
-    return statistics.median(durations)
+        for _ in range(rounds):
+            for name, fn in fns.items():
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                    for _ in range(k):
+                        fn()
+                    torch.cuda.synchronize()
+                got = [ev.time_range.elapsed_us() for ev in prof.events()
+                       if ev.device_type == torch.autograd.DeviceType.CUDA and "swishForwardKernel" in ev.name]
+                if len(got) != k:
+                    raise SystemExit(f"expected {k} forward kernels in the profile of {name}, found {len(got)}")
+                durations[name] += got
+    return {name: statistics.median(v) for name, v in durations.items()}
 
 
 def main() -> int:
@@ -119,7 +126,7 @@ def main() -> int:
                     raise SystemExit(f"plugin output differs from the op ({name}, {layout}, 2^{e})")
                 del ref
                 k, reps = (20, 16) if e <= 24 else (5, 16)
-                kern = {"op": kernel_times(run_op, 4 * k, stream), "plugin": kernel_times(run_plugin, 4 * k, stream)}
+                kern = kernel_times({"op": run_op, "plugin": run_plugin}, k, 8, stream)
                 call = call_times({"op": run_op, "plugin": run_plugin}, k, reps, stream)
                 rows.append({"n": n, "dtype": name, "layout": layout,
                              "op_kernel_us": kern["op"], "plugin_kernel_us": kern["plugin"],
