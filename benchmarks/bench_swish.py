@@ -48,8 +48,8 @@ if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):
 compiled_formula = torch.compile(eager_formula)
 
 
-def time_graph(fn, k: int, reps: int, stream: torch.cuda.Stream | None = None) -> float:
-    """Median microseconds per call of fn() over `reps` replays of a graph holding k calls, captured on stream."""
+def capture_graph(fn, k: int, stream: torch.cuda.Stream | None = None) -> torch.cuda.CUDAGraph:
+    """A CUDA graph of k calls of fn(), captured on stream after warm-up calls there, and replayed 3 times."""
     s = stream or torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -63,6 +63,12 @@ def time_graph(fn, k: int, reps: int, stream: torch.cuda.Stream | None = None) -
             fn()
     for _ in range(3):
         g.replay()
+    return g
+
+
+def time_graph(fn, k: int, reps: int, stream: torch.cuda.Stream | None = None) -> float:
+    """Median microseconds per call of fn() over `reps` replays of a graph holding k calls, captured on stream."""
+    g = capture_graph(fn, k, stream)
     times = []
     for _ in range(reps):
         start = torch.cuda.Event(enable_timing=True)

@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torchtrt_swish  # noqa: E402
-from benchmarks.bench_swish import check, compiled_formula  # noqa: E402
+from benchmarks.bench_swish import capture_graph, check, compiled_formula  # noqa: E402
 
 DEFAULT_CASES = ("float32:scalar:16,float32:per_channel:16,float32:scalar:18,float32:per_channel:18,"
                  "float16:per_channel:18,bfloat16:per_channel:18,float16:per_channel:20")
@@ -28,19 +28,7 @@ DEFAULT_CASES = ("float32:scalar:16,float32:per_channel:16,float32:scalar:18,flo
 
 def trace(fn, k: int, reps: int, trace_path: Path) -> list[dict]:
     """Kernel events (chrome-trace dicts, in start order) of `reps` replays of a graph holding k calls of fn."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(k):
-            fn()
-    for _ in range(3):
-        g.replay()
+    g = capture_graph(fn, k)
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(reps):
