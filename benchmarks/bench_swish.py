@@ -2,14 +2,16 @@
 
 Every variant of the op is timed the same way: K calls captured in one CUDA graph, replayed R times between CUDA events;
 the median per-call time is reported. Graphs take CPU launch overhead out on both sides, so small sizes compare
-kernels, not Python. The copy bound is timed without a graph (see time_loop). Inputs are random normal data (never zeros), and every variant's output is checked against
-an fp64 reference before it is timed.
+kernels, not Python. With --no-graph every variant is timed as K back-to-back eager calls instead (see time_loop):
+at small sizes that measures the host launch path (Python, dispatcher or dynamo guards, launcher), the latency an
+eager caller sees. The copy bound is always timed without a graph. Inputs are random normal data (never zeros), and
+every variant's output is checked against an fp64 reference before it is timed.
 
 Byte floors: forward reads x and writes y (2N elements); backward reads x and g and writes dx (3N elements), the
 bias reduction re-reading nothing in a fused kernel. GB/s below are floor bytes over measured time.
 
 Usage (on the H200): python benchmarks/bench_swish.py --out $OUT/bench.csv [--quick | --sizes 16,18,20]
-    [--no-forward | --no-backward] [--variants copy,ours,eager_formula,eager_silu,compile]
+    [--no-forward | --no-backward] [--no-graph] [--variants copy,ours,eager_formula,eager_silu,compile]
 """
 from __future__ import annotations
 
@@ -116,7 +118,8 @@ def check(y: torch.Tensor, x: torch.Tensor, b: torch.Tensor, name: str) -> None:
         raise SystemExit(f"{name}: wrong result, max err {err.max().item():.3e}")
 
 
-def bench_forward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int, keep: set[str]) -> dict:
+def bench_forward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int, keep: set[str],
+                  graphs: bool = True) -> dict:
     """One row: forward of every variant at n elements."""
     c = 256
     x = torch.randn(n // c, c, device="cuda", dtype=dtype)
@@ -136,14 +139,15 @@ def bench_forward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int, ke
             check(variants[name](), x, b, name)
     row = {"pass": "fwd", "n": n, "dtype": str(dtype).removeprefix("torch."), "layout": layout}
     for name, fn in variants.items():
-        row[f"{name}_us"] = time_loop(fn, k, reps) if name == "copy" else time_graph(fn, k, reps)
+        row[f"{name}_us"] = time_graph(fn, k, reps) if graphs and name != "copy" else time_loop(fn, k, reps)
     floor_bytes = 2 * n * x.element_size()
     for name in variants:
         row[f"{name}_GBps"] = floor_bytes / row[f"{name}_us"] / 1e3
     return row
 
 
-def bench_backward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int, keep: set[str]) -> dict:
+def bench_backward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int, keep: set[str],
+                   graphs: bool = True) -> dict:
     """One row: autograd backward (dx and dbias) of each variant at n elements."""
     c = 256
     # Autograd runs each backward node on the stream its forward ran on: build the graphs on the capture
@@ -165,7 +169,7 @@ def bench_backward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int, k
         variants[name] = (lambda yv=yv: torch.autograd.grad(yv, (x, b), gy, retain_graph=True))
     row = {"pass": "bwd", "n": n, "dtype": str(dtype).removeprefix("torch."), "layout": layout}
     for name, fn in variants.items():
-        if name == "copy3":
+        if name == "copy3" or not graphs:
             with torch.cuda.stream(s):
                 row[f"{name}_us"] = time_loop(fn, k, reps)
         else:
@@ -197,6 +201,8 @@ def main() -> int:
     ap.add_argument("--sizes", type=str, default="", help="comma-separated log2 sizes, e.g. 16,18,20,28")
     ap.add_argument("--no-backward", action="store_true")
     ap.add_argument("--no-forward", action="store_true")
+    ap.add_argument("--no-graph", action="store_true",
+                    help="time every variant as back-to-back eager calls (host launch path included), not in graphs")
     ap.add_argument("--variants", type=str, default="copy,ours,eager_formula,eager_silu,compile",
                     help="comma-separated subset to time ('ours' is always timed)")
     args = ap.parse_args()
@@ -207,10 +213,11 @@ def main() -> int:
     exps = [16, 20, 24, 28] if args.quick else [16, 18, 20, 22, 24, 26, 28]
     if args.sizes:
         exps = [int(e) for e in args.sizes.split(",")]
-    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"{'eager back-to-back calls' if args.no_graph else 'CUDA graphs'}")
     rows = []
     hdr = (f"{'pass':4} {'n':>6} {'dtype':9} {'layout':11} {'ours us':>9} {'GB/s':>7} {'/copy':>6} "
-           f"{'compile us':>10} {'ours/cmp':>8} {'eager us':>9} {'silu+b us':>9}")
+           f"{'compile us':>10} {'cmp/ours':>8} {'eager us':>9} {'silu+b us':>9}")
     print(hdr, flush=True)
     for e in exps:
         n = 1 << e
@@ -218,10 +225,10 @@ def main() -> int:
         for dname, dt in DTYPES.items():
             for layout in ("scalar", "per_channel"):
                 if not args.no_forward:
-                    rows.append(bench_forward(n, dt, layout, k, reps, keep))
+                    rows.append(bench_forward(n, dt, layout, k, reps, keep, graphs=not args.no_graph))
                     print_row(rows[-1])
                 if not args.no_backward:
-                    rows.append(bench_backward(n, dt, layout, k, reps, keep))
+                    rows.append(bench_backward(n, dt, layout, k, reps, keep, graphs=not args.no_graph))
                     print_row(rows[-1])
                 torch.cuda.empty_cache()
     args.out.parent.mkdir(parents=True, exist_ok=True)
