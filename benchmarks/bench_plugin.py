@@ -26,6 +26,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import torchtrt_swish  # noqa: E402
+from benchmarks.bench_swish import calls, timed_round  # noqa: E402
 
 NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
@@ -50,14 +51,7 @@ def call_times(fns: dict, k: int, reps: int, stream: torch.cuda.Stream) -> dict:
         torch.cuda.synchronize()
         for rep in range(reps):
             for name in names[rep % len(names):] + names[:rep % len(names)]:
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                start.record()
-                for _ in range(k):
-                    fns[name]()
-                end.record()
-                end.synchronize()
-                times[name].append(start.elapsed_time(end) * 1000.0 / k)
+                times[name].append(timed_round(lambda: calls(fns[name], k), k))
     return {name: statistics.median(v) for name, v in times.items()}
 
 

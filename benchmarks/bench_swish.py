@@ -68,18 +68,21 @@ def capture_graph(fn, k: int, stream: torch.cuda.Stream | None = None) -> torch.
     return g
 
 
+def timed_round(body, calls: int) -> float:
+    """Microseconds per call of one run of body() (which makes `calls` calls), between two CUDA events."""
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    body()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1000.0 / calls
+
+
 def time_graph(fn, k: int, reps: int, stream: torch.cuda.Stream | None = None) -> float:
     """Median microseconds per call of fn() over `reps` replays of a graph holding k calls, captured on stream."""
     g = capture_graph(fn, k, stream)
-    times = []
-    for _ in range(reps):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        g.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0 / k)
+    times = [timed_round(g.replay, k) for _ in range(reps)]
     del g
     return statistics.median(times)
 
@@ -93,17 +96,13 @@ def time_loop(fn, k: int, reps: int) -> float:
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(k):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0 / k)
-    return statistics.median(times)
+    return statistics.median(timed_round(lambda: calls(fn, k), k) for _ in range(reps))
+
+
+def calls(fn, k: int) -> None:
+    """k back-to-back calls of fn()."""
+    for _ in range(k):
+        fn()
 
 
 def check(y: torch.Tensor, x: torch.Tensor, b: torch.Tensor, name: str) -> None:

@@ -5,7 +5,7 @@ CUDA profiler (CUPTI, through torch.profiler) and splits that time into each ker
 from one kernel's end to the next one's start, for our op and for torch.compile, with their launch shapes
 (grid, block, registers) as the profiler records them.
 
-Usage (on the H200): python tools/graph_trace.py [--cases float32:per_channel:18,...] [--out trace_dir]
+Usage (on the H200): python tools/graph_trace.py [--cases float32:per_channel:18,...] [--k 50] [--reps 10]
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ DEFAULT_CASES = ("float32:scalar:16,float32:per_channel:16,float32:scalar:18,flo
                  "float16:per_channel:18,bfloat16:per_channel:18,float16:per_channel:20")
 
 
-def trace(fn, k: int, reps: int, trace_path: Path) -> list[dict]:
+def trace(fn, k: int, reps: int) -> list[dict]:
     """Kernel events (chrome-trace dicts, in start order) of `reps` replays of a graph holding k calls of fn."""
     g = capture_graph(fn, k)
     torch.cuda.synchronize()
@@ -34,8 +34,10 @@ def trace(fn, k: int, reps: int, trace_path: Path) -> list[dict]:
         for _ in range(reps):
             g.replay()
         torch.cuda.synchronize()
-    prof.export_chrome_trace(str(trace_path))
-    events = json.loads(trace_path.read_text())["traceEvents"]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        events = json.loads(path.read_text())["traceEvents"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
     return sorted(kernels, key=lambda e: e["ts"])
 
@@ -61,7 +63,6 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=50)
     ap.add_argument("--reps", type=int, default=10)
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp())
     for case in args.cases.split(","):
         dt_name, layout, e = case.split(":")
         dt = getattr(torch, dt_name)
@@ -71,7 +72,7 @@ def main() -> int:
         variants = {"ours": lambda: torchtrt_swish.swish(x, b), "compile": lambda: compiled_formula(x, b)}
         for name, fn in variants.items():
             check(fn(), x, b, name)
-            r = summarize(trace(fn, args.k, args.reps, tmp / f"{name}.json"), args.k)
+            r = summarize(trace(fn, args.k, args.reps), args.k)
             print(f"2^{e} {dt_name:8} {layout:11} {name:7} kernels {r['n_kernels']:4} dur {r['dur_us']:.3f} "
                   f"gap {r['gap_us']:.3f} period {r['period_us']:.3f} grid {r['grid']} block {r['block']} "
                   f"regs {r['regs']} {r['name']}", flush=True)
