@@ -32,7 +32,7 @@ __all__ = [
     "is_swish_node",
     "op_counts",
     "swish_nodes",
-    "graph_input_names",
+    "graph_inputs",
     "elem_type_name",
     "numpy_dtype_for",
     "flush_denormals",
@@ -86,10 +86,10 @@ def op_counts(model: onnx.ModelProto) -> collections.Counter:
     )
 
 
-def graph_input_names(model: onnx.ModelProto) -> list[str]:
+def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     """Real graph inputs: graph.input minus initializers (old exporters list weights as inputs too)."""
     inits = {i.name for i in model.graph.initializer}
-    return [i.name for i in model.graph.input if i.name not in inits]
+    return [i for i in model.graph.input if i.name not in inits]
 
 
 def elem_type_name(elem_type: int) -> str:

@@ -23,7 +23,7 @@ from .common import (
     PLUGIN_VERSION,
     SWISH_OP,
     OnnxInputError,
-    graph_input_names,
+    graph_inputs,
     is_swish_node,
     load_model,
 )
@@ -98,14 +98,15 @@ def profile_shapes(
 ) -> dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
     """(min, opt, max) shapes per dynamic input: given ones, else batch_range on axis 0; {} when nothing is dynamic."""
     given = {"min": dict(min_shapes or {}), "opt": dict(opt_shapes or {}), "max": dict(max_shapes or {})}
-    names = graph_input_names(model)
+    inputs = graph_inputs(model)
+    names = [vi.name for vi in inputs]
     unknown = sorted({n for g in given.values() for n in g} - set(names))
     if unknown:
         raise EngineBuildError(f"shape given for unknown input(s) {unknown}; the model's inputs are {names}")
-    by_name = {vi.name: vi for vi in model.graph.input}
     profiles = {}
-    for name in names:
-        dims = by_name[name].type.tensor_type.shape.dim
+    for vi in inputs:
+        name = vi.name
+        dims = vi.type.tensor_type.shape.dim
         fixed = [d.dim_value if d.HasField("dim_value") else None for d in dims]
         if all(d is not None for d in fixed) and not any(name in g for g in given.values()):
             continue
@@ -209,8 +210,7 @@ def _parser_failure(parser, model: onnx.ModelProto, library: Path | None) -> Exc
 
 
 def _input_elem_types(model: onnx.ModelProto) -> set[int]:
-    by_name = {vi.name: vi for vi in model.graph.input}
-    return {by_name[n].type.tensor_type.elem_type for n in graph_input_names(model)}
+    return {vi.type.tensor_type.elem_type for vi in graph_inputs(model)}
 
 
 def build_engine(
@@ -229,7 +229,7 @@ def build_engine(
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
     model = load_model(onnx_path)
-    if not graph_input_names(model):
+    if not graph_inputs(model):
         raise OnnxInputError(f"{onnx_path}: the model has no inputs")
     profiles = profile_shapes(model, min_shapes, opt_shapes, max_shapes)
     graph_half = {_HALF_TYPES[t] for t in _input_elem_types(model) if t in _HALF_TYPES}

@@ -37,7 +37,7 @@ from polygraphy.common import TensorMetadata
 from polygraphy.comparator import Comparator, CompareFunc
 from polygraphy.logger import G_LOGGER
 
-from .common import flush_denormals, graph_input_names, numpy_dtype_for
+from .common import flush_denormals, graph_inputs, numpy_dtype_for
 from .reference import ReferenceExecutor, numpy_to_torch, ort_session
 
 # (atol, rtol) of a candidate against the float64 reference; a value passes within either bound. float32 leaves
@@ -173,11 +173,10 @@ def _comparable(a: np.ndarray) -> np.ndarray:
 def onnx_input_metadata(model: onnx.ModelProto) -> TensorMetadata:
     """Polygraphy TensorMetadata for the model's real inputs (dynamic dims as None)."""
     meta = TensorMetadata()
-    by_name = {vi.name: vi for vi in model.graph.input}
-    for name in graph_input_names(model):
-        tt = by_name[name].type.tensor_type
+    for vi in graph_inputs(model):
+        tt = vi.type.tensor_type
         shape = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-        meta.add(name, numpy_dtype_for(tt.elem_type), shape)
+        meta.add(vi.name, numpy_dtype_for(tt.elem_type), shape)
     return meta
 
 
@@ -192,12 +191,12 @@ def random_feeds(
     """
     rng = np.random.default_rng(seed)
     dims = dict(dims or {})
-    by_name = {vi.name: vi for vi in model.graph.input}
+    inputs = graph_inputs(model)
     feeds = []
     for _ in range(count):
         feed = OrderedDict()
-        for name in graph_input_names(model):
-            tt = by_name[name].type.tensor_type
+        for vi in inputs:
+            name, tt = vi.name, vi.type.tensor_type
             shape = []
             for axis, d in enumerate(tt.shape.dim):
                 if d.HasField("dim_value"):

@@ -53,6 +53,8 @@ def _shape_arg(text: str) -> tuple[int, ...]:
 
 
 def _existing_file(text: str) -> Path:
+    # Only for build-engine, which looks for TensorRT before it reads the model: a missing file is reported as
+    # such also where TensorRT is absent. The other commands get the same message from load_model.
     path = Path(text)
     if not path.exists():
         raise UsageError(f"{path}: no such file")
@@ -96,7 +98,7 @@ def cmd_fuse(args) -> int:
     passes = [p.strip() for p in args.passes.split(",") if p.strip()]
     if unknown := [p for p in passes if p not in PASSES]:
         raise UsageError(f"unknown pass(es) {unknown}; choose from {', '.join(PASSES)}")
-    model = load_model(_existing_file(args.input))
+    model = load_model(args.input)
     _progress(f"running {', '.join(passes)} on {args.input} ...")
     fused, report = run_surgery(model, passes, fold_bias=not args.no_fold_bias)
     print(report.to_text())
@@ -143,21 +145,20 @@ def cmd_check(args) -> int:
     """Parity report (Polygraphy) of an ONNX file's CPU executors (and a TensorRT engine) against a reference."""
     import onnx
 
-    from onnx_path.common import graph_input_names, load_model
+    from onnx_path.common import graph_inputs, load_model
     from onnx_path.parity import check_parity, random_feeds
 
-    model = load_model(_existing_file(args.input))
+    model = load_model(args.input)
     if (args.torch_model is None) == (args.reference is None):
         raise UsageError("check needs exactly one reference: --torch-model SPEC or --reference ORIGINAL.onnx")
-    by_name = {vi.name: vi for vi in model.graph.input}
-    names = graph_input_names(model)
-    if not names:
+    inputs = graph_inputs(model)
+    if not inputs:
         raise UsageError(f"{args.input}: the model has no inputs")
-    elem = by_name[names[0]].type.tensor_type.elem_type
+    elem = inputs[0].type.tensor_type.elem_type
     model_dtype = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16",
                    onnx.TensorProto.BFLOAT16: "bfloat16"}.get(elem)
     if model_dtype is None:
-        raise UsageError(f"{args.input}: input {names[0]!r} has dtype "
+        raise UsageError(f"{args.input}: input {inputs[0].name!r} has dtype "
                          f"{onnx.TensorProto.DataType.Name(elem)}; check supports {', '.join(DTYPE_NAMES)}")
     if args.dtype is not None and args.dtype != model_dtype:
         raise UsageError(f"--dtype {args.dtype} does not match the model's {model_dtype} inputs")
@@ -168,11 +169,11 @@ def cmd_check(args) -> int:
     torch_model = reference = None
     if args.torch_model:
         # Same example shape as the export (BatchNorm calibration of torchvision models depends on it).
-        dims = by_name[names[0]].type.tensor_type.shape.dim
+        dims = inputs[0].type.tensor_type.shape.dim
         shape = tuple(1 if i == 0 else d.dim_value for i, d in enumerate(dims))
         torch_model, _ = _build_model(args.torch_model, args.seed, shape if all(shape) else None)
     else:
-        reference = load_model(_existing_file(args.reference))
+        reference = load_model(args.reference)
     try:
         feeds = random_feeds(model, batch=args.batch, dims=args.dims, seed=args.seed, count=args.iterations,
                              scale=args.scale)
