@@ -16,7 +16,7 @@ import torchtrt_swish
 
 from .common import load_model, op_counts, save_model
 from .engine import EngineBuildError, PluginNotFoundError, TensorRTUnavailable, build_engine, import_tensorrt
-from .export import export_onnx, register_torchscript_symbolic
+from .export import export_onnx
 from .parity import check_parity, random_feeds
 from .surgery import convert_seed_nodes
 
@@ -55,17 +55,12 @@ class SeedNet(torch.nn.Module):
 
 def export_seed_style(path: str | Path, example: torch.Tensor) -> Path:
     """Export SeedNet the seed's way (TorchScript exporter, opset 11, custom::Plugin node) to `path`."""
-    import io
     import warnings
 
-    import onnx
-
-    buf = io.BytesIO()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the legacy exporter's deprecation notice; this *is* the legacy route
-        torch.onnx.export(SeedNet().eval(), (example,), buf, dynamo=False, opset_version=11, input_names=["x"],
-                          output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
-    return save_model(onnx.load_from_string(buf.getvalue()), path)
+        warnings.simplefilter("ignore")  # the seed's autograd.Function traces with warnings; this *is* the legacy route
+        model = export_onnx(SeedNet(), example, opset=11, check=False)
+    return save_model(model, path)
 
 
 def _engine_step(onnx_path: Path, out_dir: Path, net, feeds) -> dict:
@@ -94,7 +89,6 @@ def run_seed_demo(out_dir: str | Path, *, engine: bool = True, verbose: bool = F
     """Seed Net -> ONNX (direct and seed-style) -> surgery -> Polygraphy parity (+ engine); returns the report."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    register_torchscript_symbolic()
     net = torchtrt_swish.Net(SEED_BIAS).eval()
     example = torch.randn(1, 1, 5, 5)
 

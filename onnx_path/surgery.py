@@ -387,7 +387,7 @@ def _decode_info(values: np.ndarray | None) -> dict | None:
 
 
 def _seed_match(node: gs.Node):
-    """(kind, info, bias tensor or None) for a seed-format swish node, or a refusal reason string, or None."""
+    """(info, bias tensor or None) for a seed-format swish node, or a refusal reason string, or None."""
     if node.domain == SEED000_DOMAIN and node.op == "Plugin":
         if _attr_str(node, "name") not in SEED_NAMES:
             return None  # another plugin of the seed's framework
@@ -396,14 +396,14 @@ def _seed_match(node: gs.Node):
             info = json.loads(raw)
         except ValueError:
             return f"info attribute is not JSON: {raw[:60]!r}"
-        return "seed-000", info if isinstance(info, dict) else {}, node.inputs[1] if len(node.inputs) > 1 else None
+        return info if isinstance(info, dict) else {}, node.inputs[1] if len(node.inputs) > 1 else None
     if node.domain == SEED001_DOMAIN and node.op in ("Plugin", *SEED_NAMES):
         info = _decode_info(_const_values(node.inputs[1])) if len(node.inputs) > 1 else None
         if info is None:
             return None if node.op == "Plugin" else "second input is not a Constant of character codes holding JSON"
         if node.op == "Plugin" and info.get("name") not in SEED_NAMES:
             return None
-        return "seed-001", info, node.inputs[2] if len(node.inputs) > 2 else None
+        return info, node.inputs[2] if len(node.inputs) > 2 else None
     return None
 
 
@@ -419,7 +419,7 @@ def convert_seed_swish(self):
         if isinstance(match, str):
             refused.append(Refusal(kind, node.name, match))
             continue
-        kind, info, bias_in = match
+        info, bias_in = match
         x, y = node.inputs[0], node.outputs[0]
         if (reason := _dtype_refusal(x)) is not None:
             refused.append(Refusal(kind, node.name, reason))

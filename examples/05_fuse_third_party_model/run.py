@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from onnx_path.common import op_counts, save_model
+from onnx_path.common import save_model
 from onnx_path.export import export_onnx
 from onnx_path.models import build_model
 from onnx_path.parity import check_parity, random_feeds
@@ -42,10 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     save_model(fused, out / "fused.onnx")
     (out / "fuse_report.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
 
-    before, after = op_counts(original), op_counts(fused)
+    before, after = report.counts_before, report.counts_after
     print(f"{args.model}: {silus} SiLU modules; exported with the {args.exporter} exporter")
     print(report.to_text(max_lines=3))
-    print(f"nodes before/after: {sum(before.values())} -> {sum(after.values())} "
+    print(f"nodes before/after: {report.nodes_before} -> {report.nodes_after} "
           f"(Sigmoid {before.get('Sigmoid', 0)} -> {after.get('Sigmoid', 0)}, "
           f"Mul {before.get('Mul', 0)} -> {after.get('Mul', 0)}, "
           f"SwishBias {after.get('torchtrt_swish::SwishBias', 0)})")
