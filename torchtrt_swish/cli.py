@@ -143,9 +143,7 @@ def _dims_arg(text: str) -> dict[str, int]:
 
 def cmd_check(args) -> int:
     """Parity report (Polygraphy) of an ONNX file's CPU executors (and a TensorRT engine) against a reference."""
-    import onnx
-
-    from onnx_path.common import graph_inputs, load_model
+    from onnx_path.common import SWISH_ELEM_TYPES, elem_type_name, graph_inputs, load_model, numpy_dtype_for
     from onnx_path.parity import check_parity, random_feeds
 
     model = load_model(args.input)
@@ -155,11 +153,10 @@ def cmd_check(args) -> int:
     if not inputs:
         raise UsageError(f"{args.input}: the model has no inputs")
     elem = inputs[0].type.tensor_type.elem_type
-    model_dtype = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16",
-                   onnx.TensorProto.BFLOAT16: "bfloat16"}.get(elem)
-    if model_dtype is None:
+    if elem not in SWISH_ELEM_TYPES:
         raise UsageError(f"{args.input}: input {inputs[0].name!r} has dtype "
-                         f"{onnx.TensorProto.DataType.Name(elem)}; check supports {', '.join(DTYPE_NAMES)}")
+                         f"{elem_type_name(elem)}; check supports {', '.join(DTYPE_NAMES)}")
+    model_dtype = numpy_dtype_for(elem).name
     if args.dtype is not None and args.dtype != model_dtype:
         raise UsageError(f"--dtype {args.dtype} does not match the model's {model_dtype} inputs")
     backends = [b.strip() for b in args.backends.split(",") if b.strip()] if args.backends else (
