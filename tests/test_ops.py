@@ -375,10 +375,13 @@ def _first_mismatch(got: torch.Tensor, want: torch.Tensor, x: torch.Tensor) -> s
 
 
 @pytest.mark.cuda
-def test_fp32_forward_every_input_matches_pytorch():
+@pytest.mark.parametrize("bias", [0.375, -0.0])
+def test_fp32_forward_every_input_matches_pytorch(bias):
     """The fp32 forward divides without a branch per element (a shared fast path, one range check per pack):
-    for every one of the 2^32 fp32 inputs it must give exactly F.silu(x) + b."""
-    b = torch.tensor([0.375], device="cuda")  # inexact additions for most x
+    for every one of the 2^32 fp32 inputs it must give exactly F.silu(x) + b. 0.375 makes most additions
+    inexact; -0.0 leaves the quotient itself in the output (tiny |x| and signed zeros included), which an
+    inexact addition would round away."""
+    b = torch.tensor([bias], device="cuda")
     for x in _every_fp32(1 << 28):
         msg = _first_mismatch(torchtrt_swish.swish(x, b), F.silu(x) + b, x)
         assert not msg, msg
@@ -395,3 +398,33 @@ def test_fp32_backward_every_input_matches_pytorch():
         dx, _ = torch.ops.torchtrt_swish.swish_backward(g, x, b)
         msg = _first_mismatch(dx, torch.ops.aten.silu_backward(g, x), x)
         assert not msg, msg
+
+
+# ----------------------------------------------------------------------------- every fp16 / bf16 input
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_every_input_cuda(dtype):
+    """All 2^16 bit patterns of the type as x, forward and backward, with a zero, a negative zero, an inexact and a
+    per-channel bias, against the fp64 reference (exactly F.silu(x) + b where that is not finite or x < -88.72).
+
+    The half-type kernels take the reciprocal from the hardware estimate alone except in packs with a denominator
+    above 2^126 (x < -87.3), whose reciprocal is subnormal; bf16 results there are nonzero, and only the exact
+    path gets them (flushed, they would be off by the whole value)."""
+    x = torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32).to(torch.int16).view(dtype).cuda().view(256, 256)
+    assert ((x.float() > -88.7) & (x.float() < -87.3)).any()
+    finite = x.isfinite()
+    gen = torch.Generator(device="cuda").manual_seed(16)
+    for b in (torch.tensor([0.0]), torch.tensor([-0.0]), torch.tensor([0.375]), torch.randn(256)):
+        b = b.to("cuda", dtype)
+        for xs in (x, x.repeat(33, 1)):  # the 8-byte-pack kernel; the large one (two 16-byte packs per thread)
+            y = torchtrt_swish.swish(xs, b)
+            want = (F.silu(xs.float()) + b.float()).to(dtype)
+            # Below -88.72 exp(-x) overflows fp32 and silu is -0 (PyTorch's too), although bf16 could hold it.
+            ok = want.isfinite() & (xs.float() >= -88.72)
+            _assert_close_to_reference(y[ok], xs[ok], b.expand_as(xs)[ok])
+            assert torch.equal(y[~ok].isnan(), want[~ok].isnan())
+            assert torch.equal(y[~ok & ~want.isnan()], want[~ok & ~want.isnan()])
+        g = torch.randn(x.shape, device="cuda", generator=gen).to(dtype)
+        _assert_backward_close(torch.where(finite, x, 0), b, torch.where(finite, g, 0), f"bias {b.numel()}")

@@ -67,7 +67,8 @@ __device__ __forceinline__ float rcpApprox(float v)
     return r;
 }
 
-// 1/v from the hardware estimate (MUFU.RCP) alone; only called where v is a normal number with a normal reciprocal.
+// 1/v from the hardware estimate (MUFU.RCP) alone; its result is only used where v is a normal number with a normal
+// reciprocal.
 __device__ __forceinline__ float rcpApproxFtz(float v)
 {
     float r;
@@ -75,14 +76,18 @@ __device__ __forceinline__ float rcpApproxFtz(float v)
     return r;
 }
 
-// q[k] = num[k] / den[k] rounded to nearest, bit-identical to __fdiv_rn, for den >= 1 (the swish denominators).
-// __fdiv_rn per element compiles to the hardware fast path (reciprocal estimate, one Newton step, one residual
-// correction) behind a range check (FCHK) and a branch to a slow path; each branch is a convergence region, so a
-// pack's divisions ran one after another, which made the fp32 kernels latency-bound at small sizes. Here the
-// same fast path runs for the whole pack with no branch, and one range check per pack sends the pack to
-// __fdiv_rn if any element lies outside the range where the fast path is exact (|num| in [2^-32, 2^64] or 0,
-// den <= 2^32: every intermediate stays a normal number). tests/test_ops.py runs all 2^32 fp32 inputs
-// of both the forward and the backward against PyTorch's kernels on the GPU.
+// q[k] = num[k] / den[k] rounded to nearest, bit-identical to __fdiv_rn, for the quotients swish divides: den =
+// 1 + exp(-num) in the forward, num = 1 in the backward (den >= 1 or NaN in both). __fdiv_rn per element compiles
+// to the hardware fast path (reciprocal estimate, one Newton step, one residual correction) behind a range check
+// (FCHK) and a branch to a slow path; each branch is a convergence region, so a pack's divisions ran one after
+// another, which made the fp32 kernels latency-bound at small sizes. Here the same fast path runs for the whole
+// pack with no branch, and one range check per pack sends the pack to __fdiv_rn if any element is outside the
+// range where the fast path is exact. That range needs two compares per element: den <= 2^32 (false for NaN, and
+// for every num below -22, -inf included) and num <= 2^64 (false for +inf). Tiny |num| needs none: below 2^-32 the
+// denominator is exactly 2, and halving is exact at any magnitude, subnormals included. The residual is taken as
+// den * q0 - num and subtracted, not as num - den * q0 and added: the same rounding (negation is exact), and 0 / den
+// keeps its sign without a select. tests/test_ops.py runs all 2^32 fp32 inputs of both the forward (with a zero
+// and an inexact bias) and the backward against PyTorch's kernels on the GPU.
 template <int kN>
 __device__ __forceinline__ void divRnAll(float const (&num)[kN], float const (&den)[kN], float (&q)[kN])
 {
@@ -93,9 +98,8 @@ __device__ __forceinline__ void divRnAll(float const (&num)[kN], float const (&d
         float const r0 = rcpApproxFtz(den[k]);
         float const r1 = __fmaf_rn(r0, __fmaf_rn(-den[k], r0, 1.0f), r0);
         float const q0 = __fmul_rn(num[k], r1);
-        float const a = fabsf(num[k]);
-        q[k] = a == 0.0f ? num[k] : __fmaf_rn(r1, __fmaf_rn(-den[k], q0, num[k]), q0); // 0 / den keeps 0's sign
-        fast &= den[k] <= 0x1p32f && ((a >= 0x1p-32f && a <= 0x1p64f) || a == 0.0f); // false for NaN
+        q[k] = __fmaf_rn(-r1, __fmaf_rn(den[k], q0, -num[k]), q0);
+        fast &= den[k] <= 0x1p32f && num[k] <= 0x1p64f;
     }
     if (!fast)
     {
@@ -103,6 +107,31 @@ __device__ __forceinline__ void divRnAll(float const (&num)[kN], float const (&d
         for (int k = 0; k < kN; ++k)
         {
             q[k] = __fdiv_rn(num[k], den[k]);
+        }
+    }
+}
+
+// r[k] = 1 / d[k] to rcp.approx.f32's 1 ulp, bit-identical to rcpApprox, for d >= 1 or NaN (the half types'
+// swish denominators). rcp.approx.f32 keeps subnormal results, so the compiler wraps each MUFU.RCP in two range
+// compares, two selects and two scalings. Only d > 2^126 has a subnormal reciprocal (x < -87.3, where a bf16 result
+// can still be nonzero), so one compare per element sends such a pack to rcpApprox and every other pack uses the
+// hardware estimate alone, which is the same value there.
+template <int kN>
+__device__ __forceinline__ void rcpAll(float const (&d)[kN], float (&r)[kN])
+{
+    bool normal = true;
+#pragma unroll
+    for (int k = 0; k < kN; ++k)
+    {
+        r[k] = rcpApproxFtz(d[k]);
+        normal &= d[k] <= 0x1p126f; // false for NaN
+    }
+    if (!normal)
+    {
+#pragma unroll
+        for (int k = 0; k < kN; ++k)
+        {
+            r[k] = rcpApprox(d[k]);
         }
     }
 }
@@ -134,10 +163,18 @@ __device__ __forceinline__ void swishBiasAll(float (&v)[kN], float const (&b)[kN
     }
     else
     {
+        float d[kN];
 #pragma unroll
         for (int k = 0; k < kN; ++k)
         {
-            v[k] = fmaf(v[k], rcpApprox(1.0f + expf(-v[k])), b[k]);
+            d[k] = 1.0f + expf(-v[k]);
+        }
+        float r[kN];
+        rcpAll(d, r);
+#pragma unroll
+        for (int k = 0; k < kN; ++k)
+        {
+            v[k] = fmaf(v[k], r[k], b[k]);
         }
     }
 }
@@ -166,11 +203,7 @@ __device__ __forceinline__ void swishGradAll(float const (&g)[kN], float (&x)[kN
     }
     else
     {
-#pragma unroll
-        for (int k = 0; k < kN; ++k)
-        {
-            s[k] = rcpApprox(d[k]);
-        }
+        rcpAll(d, s);
     }
 #pragma unroll
     for (int k = 0; k < kN; ++k)
@@ -377,7 +410,15 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     for (int u = 0; u < kPPT; ++u)
     {
         int64_t const p = base + static_cast<int64_t>(u) * kT;
-        if (p < nPacks)
+        if constexpr (kPPT == 1)
+        {
+            // Unguarded (a thread past the end reads the last pack and exits before its store), so that ptxas
+            // issues the bias load right behind it; behind a guard the scalar bias load waited for the first x
+            // value, a second round trip. With two packs per thread this form let ptxas sink the first pack's load
+            // below the bias conversion, so those keep the guard.
+            in[u] = reinterpret_cast<P const*>(x)[p < nPacks ? p : nPacks - 1];
+        }
+        else if (p < nPacks)
         {
             in[u] = reinterpret_cast<P const*>(x)[p];
         }
