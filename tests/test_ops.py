@@ -307,12 +307,13 @@ def test_cuda_kernels_compiled_when_nvcc_present():
 def test_forward_launch_shapes_agree_cuda(dtype, channels):
     """Every forward launch shape gives the fp64-close answer and the same bits for the same elements.
 
-    2^18 elements is the largest fp16/bf16 tensor of the 8-byte-pack kernel; 2^18 + 2048 takes the 16-byte small
-    kernel, 2^22 + 256 the large one (two packs per thread), and 2^18 + 3 with a scalar bias adds the scalar tail
-    kernel. x is viewed as rows of `channels` (bias on the last dim) or of 256 (scalar bias). The element math does
-    not depend on the launch shape, so the first 2^18 outputs must be the same bits in every case.
+    2^20 elements is the largest fp16/bf16 tensor of the 8-byte-pack kernel and the largest fp32 one of the
+    16-byte small kernel; 2^20 + 2048 takes the 16-byte small kernel (fp16/bf16) or the large one (fp32), 2^22 + 256
+    the large one (two packs per thread), and 2^20 + 3 with a scalar bias adds the scalar tail kernel. x is viewed
+    as rows of `channels` (bias on the last dim) or of 256 (scalar bias). The element math does not depend on the
+    launch shape, so the first 2^20 outputs must be the same bits in every case.
     """
-    small = 1 << 18
+    small = 1 << 20
     flat = torch.randn((1 << 22) + 256, device="cuda", dtype=dtype) * 4
     b = torch.randn(channels, device="cuda", dtype=dtype)
     width = 256 if channels == 1 else channels

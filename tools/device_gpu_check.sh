@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything one H200 call does, in one script (device time is scarce): build from source with the machine's
 # torch, GPU tests, compute-sanitizer, benchmark. Logs land in $OUT. Carry: third_party (TensorRT headers),
-# .whl (onnx-graphsurgeon, polygraphy). Usage: bash tools/device_gpu_check.sh [tests|sanitize|bench|all]...
+# .whl (onnx-graphsurgeon, polygraphy).
+# Usage: bash tools/device_gpu_check.sh [tests|sanitize|bench|plugin|ncu|cpu|debug|all]...
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -45,6 +46,20 @@ if [[ $steps == *all* || $steps == *sanitize* ]]; then
             echo "sanitizer $tool (plugin harness): exit $? :: $(tail -1 "$OUT/sanitize_plugin_$tool.log")"
         fi
     done
+fi
+if [[ $steps == *ncu* ]]; then
+    # Our forward kernels next to inductor's, one profile each (warm caches, clocks untouched), plus inductor's SASS.
+    ncu --clock-control none --cache-control none --kernel-name-base function \
+        --kernel-name "regex:swishForward|^triton_poi_fused_add_mul_sigmoid_0$" \
+        --section SpeedOfLight --section LaunchStats --section Occupancy --section SchedulerStats \
+        --section WarpStateStats --section InstructionStats --section MemoryWorkloadAnalysis \
+        -o "$OUT/fwd" python3 tools/profile_driver.py --forward-only --with-compile ${NCU_ARGS:---sizes 18,20 --reps 2} \
+        > "$OUT/ncu.log" 2>&1
+    echo "ncu: exit $?"
+    ncu --import "$OUT/fwd.ncu-rep" --page details --print-units base > "$OUT/ncu_details.txt" 2>&1
+    find / -name "triton_poi_fused_add_mul_sigmoid_0*.cubin" 2>/dev/null | while read -r f; do
+        echo "== $f"; cuobjdump -sass "$f"; done > "$OUT/inductor_sass.txt"
+    echo "inductor cubins: $(grep -c '^==' "$OUT/inductor_sass.txt")"
 fi
 if [[ $steps == *all* || $steps == *bench* ]]; then
     python3 benchmarks/bench_swish.py --out "$OUT/bench.csv" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -90

@@ -24,6 +24,7 @@ def main() -> int:
     ap.add_argument("--dtypes", default="float32,float16")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--with-compile", action="store_true")
+    ap.add_argument("--forward-only", action="store_true", help="no backward (and no grad-mode inputs)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("profile_driver: needs a CUDA GPU")
@@ -38,14 +39,16 @@ def main() -> int:
         for dname in args.dtypes.split(","):
             dt = getattr(torch, dname)
             for layout in ("scalar", "per_channel"):
-                x = torch.randn(1 << e >> 8, 256, device="cuda", dtype=dt, requires_grad=True)
-                b = torch.randn(1 if layout == "scalar" else 256, device="cuda", dtype=dt, requires_grad=True)
+                grad = not args.forward_only
+                x = torch.randn(1 << e >> 8, 256, device="cuda", dtype=dt, requires_grad=grad)
+                b = torch.randn(1 if layout == "scalar" else 256, device="cuda", dtype=dt, requires_grad=grad)
                 g = torch.randn_like(x)
                 torch.cuda.nvtx.range_push(f"2^{e} {dname} {layout}")
                 for fn in fns:
                     for _ in range(args.reps):
                         y = fn(x, b)
-                        torch.autograd.grad(y, (x, b), g)
+                        if grad:
+                            torch.autograd.grad(y, (x, b), g)
                 torch.cuda.synchronize()
                 torch.cuda.nvtx.range_pop()
     return 0

@@ -19,8 +19,9 @@ def main() -> int:
     count = 0
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
         cases = [(s.x.detach().clone(), s.bias.detach().clone()) for s in sample_inputs("cuda", dtype)]
-        # Every forward launch shape (the large one needs > 2^18 packs) and every fused-backward tile shape.
-        for shape, bshape in [((1 << 19, 8), (8,)), *FUSED_BACKWARD_SHAPES]:
+        # Every forward launch shape (the large one needs > 2^18 packs; fp16/bf16 with a fixed bias take 8-byte
+        # packs up to 2^20 elements, 16-byte ones above) and every fused-backward tile shape.
+        for shape, bshape in [((1 << 19, 8), (8,)), ((1 << 13, 256), (256,)), *FUSED_BACKWARD_SHAPES]:
             cases.append((torch.randn(shape, device="cuda", dtype=dtype),
                           torch.randn(bshape, device="cuda", dtype=dtype)))
         for x, b in cases:

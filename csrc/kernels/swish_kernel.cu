@@ -22,10 +22,11 @@ constexpr int kUNROLL = 4;
 // the chip); above, two packs per thread in 128-thread blocks, which streamed 2-5 % faster at 2^28 elements than
 // four packs in 256-thread blocks.
 constexpr int64_t kFWD_SMALL_PACKS = int64_t{1} << 18;
-// fp16/bf16 tensors of at most this many 16-byte packs (2^18 elements) go through the small kernel with 8-byte
+// fp16/bf16 tensors of at most this many 16-byte packs (2^20 elements) go through the small kernel with 8-byte
 // packs instead: twice the threads, each with half the math ahead of its store. At 2^16-2^18 elements that took
-// 0.05-0.12 us off ~1.5 us in five H200 runs; at 2^20 it gained nothing, and fp32 lost (benchmarks/RESULTS.md, v14).
-constexpr int64_t kFWD_HALF_NARROW_PACKS = int64_t{1} << 15;
+// 0.05-0.12 us off ~1.5 us in five H200 runs; 2^20 gained 0.02-0.09 us once the reciprocal lost its subnormal
+// handling (v17); fp32 lost at every size (benchmarks/RESULTS.md, v14, v17).
+constexpr int64_t kFWD_HALF_NARROW_PACKS = int64_t{1} << 17;
 // Backward kernels hold two input packs per unrolled step; without a cap bf16 reached 121 registers (two
 // blocks per SM). Three resident blocks (<= 85 registers, no spills) keep more loads in flight.
 constexpr int kMIN_BLOCKS = 3;
