@@ -84,11 +84,11 @@ __device__ __forceinline__ float rcpApproxFtz(float v)
 // another, which made the fp32 kernels latency-bound at small sizes. Here the same fast path runs for the whole
 // pack with no branch, and one range check per pack sends the pack to __fdiv_rn if any element is outside the
 // range where the fast path is exact. That range needs two compares per element: den <= 2^32 (false for NaN, and
-// for every num below -22, -inf included) and num <= 2^64 (false for +inf). Tiny |num| needs none: below 2^-32 the
-// denominator is exactly 2, and halving is exact at any magnitude, subnormals included. The residual is taken as
-// den * q0 - num and subtracted, not as num - den * q0 and added: the same rounding (negation is exact), and 0 / den
-// keeps its sign without a select. tests/test_ops.py runs all 2^32 fp32 inputs of both the forward (with a zero
-// and an inexact bias) and the backward against PyTorch's kernels on the GPU.
+// in the forward for every x below -22, -inf included) and num <= 2^64 (false for +inf). Tiny |x| needs none:
+// below 2^-32 the denominator is exactly 2, and halving is exact at any magnitude, subnormals included. The
+// residual is taken as den * q0 - num and subtracted, not as num - den * q0 and added: the same rounding (negation
+// is exact), and 0 / den keeps its sign without a select. tests/test_ops.py runs all 2^32 fp32 inputs of both the
+// forward (with a zero and an inexact bias) and the backward against PyTorch's kernels on the GPU.
 template <int kN>
 __device__ __forceinline__ void divRnAll(float const (&num)[kN], float const (&den)[kN], float (&q)[kN])
 {
