@@ -16,6 +16,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torchtrt_swish  # noqa: E402
+# bench_swish's peer, with dynamo's recompile limits raised for a grid of sizes, dtypes and layouts.
+from benchmarks.bench_swish import compiled_formula  # noqa: E402
 
 
 def main() -> int:
@@ -29,20 +31,15 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("profile_driver: needs a CUDA GPU")
         return 2
-    fns = [torchtrt_swish.swish]
-    if args.with_compile:
-        for name in ("recompile_limit", "cache_size_limit"):  # 12 (size, dtype, layout) cases > the default 8
-            if hasattr(torch._dynamo.config, name):
-                setattr(torch._dynamo.config, name, 4096)
-        fns.append(torch.compile(lambda x, b: x * torch.sigmoid(x) + b))
+    fns = [torchtrt_swish.swish] + ([compiled_formula] if args.with_compile else [])
+    grad = not args.forward_only
     for e in (int(v) for v in args.sizes.split(",")):
         for dname in args.dtypes.split(","):
             dt = getattr(torch, dname)
             for layout in ("scalar", "per_channel"):
-                grad = not args.forward_only
                 x = torch.randn(1 << e >> 8, 256, device="cuda", dtype=dt, requires_grad=grad)
                 b = torch.randn(1 if layout == "scalar" else 256, device="cuda", dtype=dt, requires_grad=grad)
-                g = torch.randn_like(x)
+                g = torch.randn_like(x) if grad else None
                 torch.cuda.nvtx.range_push(f"2^{e} {dname} {layout}")
                 for fn in fns:
                     for _ in range(args.reps):
