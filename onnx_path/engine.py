@@ -1,7 +1,7 @@
 """ONNX -> TensorRT engine through TensorRT's ONNX parser, with the SwishBias plugin library loaded.
 
-A small adapter over TensorRT's documented Python API: ``trt.get_plugin_registry().load_library`` (TensorRT >= 10,
-the IPluginV3 way: the library exports ``getCreators``), ``trt.Builder`` / ``create_network`` /
+A small adapter over TensorRT's documented Python API: the plugin goes into the registry through
+:func:`torchtrt_swish.plugin.load_plugin`, then ``trt.Builder`` / ``create_network`` /
 ``trt.OnnxParser.parse_from_file`` / ``get_error``, ``create_optimization_profile`` + ``set_shape`` for every
 dynamic input, ``BuilderFlag.FP16`` / ``BF16`` where the TensorRT version still has them (TensorRT 11 removed them:
 networks are strongly typed, so half precision must be in the ONNX graph itself, e.g. ``export --dtype float16``),
@@ -18,10 +18,9 @@ from pathlib import Path
 
 import onnx
 
+from torchtrt_swish.plugin import PluginLoadError, load_plugin, plugin_identity, plugin_library_path
+
 from .common import (
-    PLUGIN_NAMESPACE,
-    PLUGIN_VERSION,
-    SWISH_OP,
     OnnxInputError,
     graph_inputs,
     is_swish_node,
@@ -40,8 +39,6 @@ __all__ = [
     "import_tensorrt",
     "parse_shape_spec",
     "profile_shapes",
-    "plugin_identity",
-    "load_plugin",
     "build_engine",
 ]
 
@@ -50,8 +47,8 @@ class TensorRTUnavailable(ImportError):
     """TensorRT's Python package cannot be imported here."""
 
 
-class PluginNotFoundError(RuntimeError):
-    """The SwishBias plugin could not be found (library missing, creator not registered, or parser lookup failed)."""
+class PluginNotFoundError(PluginLoadError):
+    """The SwishBias plugin is not there for the build (library missing or not registering, or parser lookup failed)."""
 
 
 class EngineBuildError(RuntimeError):
@@ -65,11 +62,6 @@ def import_tensorrt():
     except Exception as exc:  # noqa: BLE001 - stub wheels raise all sorts of errors at import
         raise TensorRTUnavailable(f"TensorRT is not importable here ({type(exc).__name__}: {exc})") from exc
     return trt
-
-
-def plugin_identity(version: str = PLUGIN_VERSION, namespace: str = PLUGIN_NAMESPACE) -> str:
-    """'SwishBias (version "1", namespace "torchtrt_swish")' — how errors name the plugin."""
-    return f'{SWISH_OP} (version "{version}", namespace "{namespace}")'
 
 
 # --------------------------------------------------------------------------------------------- shape profiles
@@ -146,36 +138,16 @@ def profile_shapes(
 # ---------------------------------------------------------------------------------------------------- plugin
 
 
-def _find_creator(trt):
-    registry = trt.get_plugin_registry()
-    # get_creator covers IPluginCreatorV3One (TensorRT >= 10); get_plugin_creator only the V2 creators.
-    getter = getattr(registry, "get_creator", None) or registry.get_plugin_creator
+def _load_plugin(trt, library: str | Path | None) -> Path | None:
+    """Put the SwishBias creator into trt's registry; returns the library path (for error messages)."""
     try:
-        return getter(SWISH_OP, PLUGIN_VERSION, PLUGIN_NAMESPACE)
-    except Exception:  # noqa: BLE001 - some versions raise instead of returning None for an unknown creator
-        return None
-
-
-def load_plugin(trt, library: str | Path | None = None) -> Path:
-    """Load the plugin library into TensorRT's registry and check the SwishBias creator is there; returns its path."""
-    if library is None:
-        from torchtrt_swish import plugin_library_path
-
-        try:
-            library = plugin_library_path()
-        except FileNotFoundError as exc:
-            raise PluginNotFoundError(f"{plugin_identity()}: {exc}") from exc
-    library = Path(library)
-    if not library.is_file():
-        raise PluginNotFoundError(f"{plugin_identity()}: plugin library {library} does not exist")
-    if _find_creator(trt) is None:
-        trt.get_plugin_registry().load_library(str(library))
-    if _find_creator(trt) is None:
-        raise PluginNotFoundError(
-            f"{plugin_identity()} is not registered after loading {library}: the library loaded but did not provide "
-            "that creator (check getCreators and the plugin's name/version/namespace)"
-        )
-    return library
+        load_plugin(trt, library)
+    except PluginLoadError as exc:
+        raise PluginNotFoundError(str(exc)) from exc
+    try:
+        return Path(library) if library is not None else plugin_library_path()
+    except FileNotFoundError:
+        return None  # registered without our copy of the library (it was dlopen'ed next to TensorRT)
 
 
 def _parser_failure(parser, model: onnx.ModelProto, library: Path | None) -> Exception:
@@ -237,7 +209,7 @@ def build_engine(
         raise EngineBuildError(f"precision {precision} conflicts with the model's {'/'.join(graph_half)} inputs")
 
     trt = import_tensorrt()
-    library = load_plugin(trt, plugin_library) if any(is_swish_node(n) for n in model.graph.node) else None
+    library = _load_plugin(trt, plugin_library) if any(is_swish_node(n) for n in model.graph.node) else None
     logger = trt.Logger(trt.Logger.VERBOSE if verbose else trt.Logger.WARNING)
     try:
         builder = trt.Builder(logger)

@@ -84,7 +84,7 @@ def test_converter_module_imports_without_torch_tensorrt():
 def test_register_is_a_silent_no_op_without_torch_tensorrt(capsys, caplog, monkeypatch):
     if importlib.util.find_spec("torch_tensorrt") is not None:
         pytest.skip("torch_tensorrt is installed here; this checks the machines where it is not")
-    monkeypatch.setitem(converter._state, "registered", False)
+    monkeypatch.setattr(converter._state, "registered", False)
     with caplog.at_level(logging.DEBUG):
         assert converter.register() is False
         assert converter.register() is False
@@ -113,7 +113,7 @@ def test_register_registers_once_with_the_documented_decorator(monkeypatch):
     _fake_module(monkeypatch, "torch_tensorrt")
     _fake_module(monkeypatch, "torch_tensorrt.dynamo")
     _fake_module(monkeypatch, "torch_tensorrt.dynamo.conversion", dynamo_tensorrt_converter=dynamo_tensorrt_converter)
-    monkeypatch.setitem(converter._state, "registered", False)
+    monkeypatch.setattr(converter._state, "registered", False)
     assert converter.register() is True
     assert converter.register() is True
     assert len(calls) == 1
@@ -131,17 +131,18 @@ class _Recorder:
         rec = self
 
         class Registry:
-            all_creators: list = []
+            def __init__(self):
+                self.all_creators: list = []
 
             def load_library(self, path):
                 rec.calls.append(("load_library", path))
+                self.all_creators.append(Creator())
                 return object()
 
-            def get_creator(self, name, version, namespace):
-                rec.calls.append(("get_creator", name, version, namespace))
-                return Creator()
-
         class Creator:
+            # What the real registry's all_creators lists for our library (checked against the lean runtimes).
+            name, plugin_version, plugin_namespace = plugin.PLUGIN_NAME, plugin.PLUGIN_VERSION, plugin.PLUGIN_NAMESPACE
+
             def create_plugin(self, name, fields, phase):
                 rec.calls.append(("create_plugin", name, list(fields), phase))
                 return "plugin"
@@ -175,15 +176,14 @@ def test_convert_swish_makes_the_documented_tensorrt_calls(monkeypatch, tmp_path
     _fake_module(monkeypatch, "torch_tensorrt.dynamo.conversion")
     _fake_module(monkeypatch, "torch_tensorrt.dynamo.conversion.converter_utils",
                  get_trt_tensor=lambda ctx, value, name: ("itensor", name, value))
-    monkeypatch.setattr(converter, "plugin_library_path", lambda: lib)
-    monkeypatch.setitem(converter._state, "handle", None)
+    lib.write_bytes(b"")
+    monkeypatch.setattr(plugin, "plugin_library_path", lambda: lib)
 
     bias = torch.tensor([0.5])
     out1 = converter.convert_swish(rec.ctx, SWISH, ("x_itensor", bias), {}, "act/swish")
     out2 = converter.convert_swish(rec.ctx, SWISH, (), {"x": "x2", "bias": bias}, "act2/swish")
 
     assert [c for c in rec.calls if c[0] == "load_library"] == [("load_library", str(lib))], "load once"
-    assert ("get_creator", plugin.PLUGIN_NAME, plugin.PLUGIN_VERSION, plugin.PLUGIN_NAMESPACE) in rec.calls
     creates = [c for c in rec.calls if c[0] == "create_plugin"]
     assert creates[0] == ("create_plugin", "act/swish", [], trt.TensorRTPhase.BUILD)
     adds = [c for c in rec.calls if c[0] == "add_plugin_v3"]
@@ -193,13 +193,13 @@ def test_convert_swish_makes_the_documented_tensorrt_calls(monkeypatch, tmp_path
     assert out2 == ("out", "[SwishBias]-[act2/swish]", 0)
 
 
-def test_load_plugin_library_skips_a_creator_that_registered_itself(monkeypatch):
+def test_get_creator_skips_a_creator_that_registered_itself(monkeypatch):
     rec = _Recorder()
-    rec.registry.all_creators = [types.SimpleNamespace(name=plugin.PLUGIN_NAME, plugin_version=plugin.PLUGIN_VERSION,
-                                                       plugin_namespace=plugin.PLUGIN_NAMESPACE)]
+    mine = types.SimpleNamespace(name=plugin.PLUGIN_NAME, plugin_version=plugin.PLUGIN_VERSION,
+                                 plugin_namespace=plugin.PLUGIN_NAMESPACE)
+    rec.registry.all_creators = [mine]
     _fake_module(monkeypatch, "tensorrt", get_plugin_registry=lambda: rec.registry)
-    monkeypatch.setitem(converter._state, "handle", None)
-    converter.load_plugin_library()
+    assert converter.get_creator() is mine
     assert not [c for c in rec.calls if c[0] == "load_library"], "a dlopen-registered creator must not be reloaded"
 
 
@@ -243,7 +243,7 @@ def test_validator_without_tensorrt_sends_nodes_to_pytorch(monkeypatch):
     # The default creator check loads the library; where TensorRT is absent that fails, so nothing is claimed.
     if importlib.util.find_spec("tensorrt") is not None:
         pytest.skip("tensorrt is installed here")
-    monkeypatch.setitem(converter._state, "creator_status", None)
+    monkeypatch.setattr(converter._state, "creator_status", None)
     node = _swish_node(Act((1,)), torch.randn(2, 4))
     assert converter.capability_validator(node) is False
 
@@ -497,7 +497,7 @@ def test_trt_standalone_engine_round_trip(trt_ready, tmp_path, capsys):
                              dynamic_shapes=case["dynamic_shapes"], disable_tf32=True)
     assert "--dynamicPlugins=" in capsys.readouterr().out
 
-    converter.load_plugin_library()
+    plugin.load_plugin(trt)
     engine = trt.Runtime(trt.Logger(trt.Logger.WARNING)).deserialize_cuda_engine(path.read_bytes())
     assert engine is not None
     info = json.loads(engine.create_engine_inspector().get_engine_information(trt.LayerInformationFormat.JSON))

@@ -103,13 +103,16 @@ def fake_tensorrt(*, precision_flags=True, registers=True, parse_errors=(), buil
     creators = set()
 
     class Registry:
-        def get_creator(self, name, version, namespace):
-            return (name, version, namespace) if (name, version, namespace) in creators else None
+        # The real registry lists creator objects carrying name / plugin_version / plugin_namespace.
+        @property
+        def all_creators(self):
+            return [types.SimpleNamespace(name=n, plugin_version=v, plugin_namespace=ns) for n, v, ns in creators]
 
         def load_library(self, path):
             log["loaded"].append(path)
             if registers:
                 creators.add(("SwishBias", "1", "torchtrt_swish"))
+            return object()  # the real registry's library handle (None would mean the load failed)
 
     registry = Registry()
     trt.get_plugin_registry = lambda: registry

@@ -83,7 +83,7 @@ def _require() -> Any:
         raise RuntimeError(f"Torch-TensorRT/TensorRT not available ({reason})")
     import torch_tensorrt
 
-    converter.load_plugin_library()
+    converter.get_creator()
     return torch_tensorrt
 
 

@@ -25,7 +25,7 @@ from .layout import (  # noqa: F401  (re-exported: the converter's layout vocabu
     classify_bias,
     format_shape,
 )
-from .plugin import PLUGIN_NAME, PLUGIN_NAMESPACE, PLUGIN_VERSION, plugin_library_path
+from .plugin import PLUGIN_NAME, PLUGIN_NAMESPACE, PLUGIN_VERSION, load_plugin
 
 # A child of the "torch_tensorrt" logger: torch_tensorrt.logging.debug() / set_level() then show our reasons next to
 # the registry's own "Skipping option ..." lines, and nothing is printed at the default level.
@@ -117,14 +117,22 @@ def node_support(node: torch.fx.Node) -> tuple[bool, str]:
     return True, layout
 
 
-_STATE_LOCK = threading.Lock()
-_state: dict[str, Any] = {"handle": None, "creator_status": None, "registered": False}
+class _ConverterState:
+    """What the converter remembers per process: whether it is registered, and the creator check's answer."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.registered = False
+        self.creator_status: tuple[bool, str] | None = None
+
+
+_state = _ConverterState()
 
 
 def _creator_status() -> tuple[bool, str]:
     """Whether the SwishBias creator can be found (loading the library once); cached per process."""
-    with _STATE_LOCK:
-        cached = _state["creator_status"]
+    with _state.lock:
+        cached = _state.creator_status
     if cached is not None:
         return cached
     try:
@@ -133,8 +141,8 @@ def _creator_status() -> tuple[bool, str]:
     except Exception as exc:  # noqa: BLE001 - any failure means "leave the node to PyTorch"
         status = (False, f"the {PLUGIN_NAMESPACE}::{PLUGIN_NAME} v{PLUGIN_VERSION} plugin creator is unavailable "
                          f"({exc})")
-    with _STATE_LOCK:
-        _state["creator_status"] = status
+    with _state.lock:
+        _state.creator_status = status
     return status
 
 
@@ -179,44 +187,11 @@ def field_collection(fields: Sequence[tuple[str, str, Sequence[Any]]]) -> Any:
     return trt.PluginFieldCollection(pf)
 
 
-def _has_creator(registry: Any) -> bool:
-    for c in getattr(registry, "all_creators", None) or ():
-        if (getattr(c, "name", None), getattr(c, "plugin_version", None),
-                getattr(c, "plugin_namespace", None)) == (PLUGIN_NAME, PLUGIN_VERSION, PLUGIN_NAMESPACE):
-            return True
-    return False
-
-
-def load_plugin_library(path: Any = None) -> Any:
-    """Load libtorchtrt_swish_plugin.so into TensorRT's plugin registry once per process; returns the registry."""
+def get_creator() -> Any:
+    """The SwishBias IPluginCreatorV3One from the registry of Torch-TensorRT's ``tensorrt`` (loaded on first use)."""
     import tensorrt as trt
 
-    registry = trt.get_plugin_registry()
-    with _STATE_LOCK:
-        if _state["handle"] is not None:
-            return registry
-        # The library also registers itself when merely dlopen'ed (Polygraphy, ctypes): loading it a second time
-        # through the registry would make TensorRT refuse the duplicate creator.
-        if _has_creator(registry):
-            _state["handle"] = "preregistered"
-            return registry
-        lib = str(path or plugin_library_path())
-        handle = registry.load_library(lib)
-        if handle is None:
-            raise RuntimeError(f"TensorRT could not load the plugin library {lib} (see the TensorRT log)")
-        _state["handle"] = handle  # kept for the process lifetime: engines may deserialize the plugin any time
-        _LOGGER.debug("%s: loaded %s into the TensorRT plugin registry", PLUGIN_NAME, lib)
-    return registry
-
-
-def get_creator() -> Any:
-    """The SwishBias IPluginCreatorV3One from TensorRT's registry (loads the library on first use)."""
-    registry = load_plugin_library()
-    creator = registry.get_creator(PLUGIN_NAME, PLUGIN_VERSION, PLUGIN_NAMESPACE)
-    if creator is None:
-        raise RuntimeError(f"{PLUGIN_NAMESPACE}::{PLUGIN_NAME} version {PLUGIN_VERSION} is not in TensorRT's "
-                           f"plugin registry after loading {plugin_library_path()}")
-    return creator
+    return load_plugin(trt)
 
 
 def layer_name(node_name: str) -> str:
@@ -259,8 +234,8 @@ def _torch_tensorrt_present() -> bool:
 
 def register() -> bool:
     """Register the converter with Torch-TensorRT once; silently returns False when Torch-TensorRT is unusable."""
-    with _STATE_LOCK:
-        if _state["registered"]:
+    with _state.lock:
+        if _state.registered:
             return True
     if not _torch_tensorrt_present():
         return False
@@ -271,13 +246,13 @@ def register() -> bool:
         _LOGGER.debug("%s: Torch-TensorRT is installed but not importable (%s); converter not registered",
                       PLUGIN_NAME, exc)
         return False
-    with _STATE_LOCK:
-        if _state["registered"]:
+    with _state.lock:
+        if _state.registered:
             return True
         dynamo_tensorrt_converter(
             swish_op(),
             capability_validator=capability_validator,
             supports_dynamic_shapes=True,  # without it, nodes with dynamic inputs fall back to PyTorch
         )(convert_swish)
-        _state["registered"] = True
+        _state.registered = True
     return True
