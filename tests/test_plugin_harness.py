@@ -913,12 +913,16 @@ REGISTRATION_SCRIPT = textwrap.dedent("""
     def entries():
         return [buf.value.decode() for i in range(fake.fake_registry_count()) if fake.fake_registry_entry(i, buf, 1024) > 0]
     out = {}
-    if scenario == "version":
-        fake.fake_set_version(110000)
+    if scenario in ("version", "finder_version"):
+        fake.fake_set_version(120000)  # a major whose interface layouts the library does not know
     if scenario == "two_copies":
         ctypes.CDLL(sys.argv[4])  # another copy of the library, another path: registers first
     if scenario == "load_first":
         out["load"] = fake.fake_load_library(plugin.encode())
+    elif scenario == "finder_version":
+        os.environ["TORCHTRT_SWISH_NO_AUTO_REGISTER"] = "1"
+        out["load"] = fake.fake_load_library(plugin.encode())
+        out["refused"] = fake.fake_create_with_unknown_field()
     else:
         ctypes.CDLL(plugin)  # what Polygraphy --plugins does
         out["after_cdll"] = entries()
@@ -950,7 +954,7 @@ def _registration(scenario: str, tmp_path: Path, **env) -> dict:
     proc = subprocess.run([sys.executable, str(script), str(FAKE_NVINFER), str(PLUGIN_PATH), scenario, str(copy)],
                           capture_output=True, text=True, env=e, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]), stderr=proc.stderr)
 
 
 @needs_plugin
@@ -991,10 +995,22 @@ def test_auto_registration_can_be_switched_off(tmp_path):
 
 
 @needs_plugin
-def test_no_registration_into_another_tensorrt_major(tmp_path):
+def test_no_registration_into_an_unknown_tensorrt_major(tmp_path):
+    # Majors 10 and 11 are checked against the real lean runtimes (test_tensorrt_runtime.py); any other major's
+    # registry and logger layouts are unknown, so nothing is called on them and the reason goes to stderr.
     r = _registration("version", tmp_path)
     assert r["after_cdll"] == [] and r["register_calls"] == 0
-    assert r["warnings_logged"] >= 1
+    assert r["warnings_logged"] == 0 and r["errors_logged"] == 0
+    assert "not registering: the loaded TensorRT is version 120000" in r["stderr"], r["stderr"]
+
+
+@needs_plugin
+def test_loggers_of_an_unknown_tensorrt_major_are_not_called(tmp_path):
+    r = _registration("finder_version", tmp_path)
+    assert r["load"] == 1 and r["refused"] == 1 and r["entries"] == [ENTRY]
+    assert r["errors_logged"] == 0 and r["warnings_logged"] == 0
+    assert "not using the logger finder of TensorRT 120000" in r["stderr"]
+    assert "[torchtrt_swish ERROR] SwishBias: createPlugin: fake: unknown field 'no_such_field'" in r["stderr"]
 
 
 @needs_plugin

@@ -871,6 +871,14 @@ py::list takeLogs()
 } // namespace harness
 } // namespace torchtrt_swish
 
+// The harness plays TensorRT for the plugin, so like TensorRT's runtime libraries it exports its version: the plugin
+// reads getInferLibVersion() from the library that implements the logger finder it is handed, to call the finder
+// and its loggers through that major's interface layout (the harness's are the headers it is built against).
+extern "C" __attribute__((visibility("default"))) int32_t getInferLibVersion() noexcept
+{
+    return static_cast<int32_t>(NV_TENSORRT_VERSION);
+}
+
 PYBIND11_MODULE(_trt_harness, m)
 {
     using namespace torchtrt_swish::harness;

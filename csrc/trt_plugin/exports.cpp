@@ -9,19 +9,20 @@
 // loadLibrary refuses a library whose creators are already registered, and it dlopens the library (running the
 // hook) before calling getCreators. So getCreators first withdraws the hook's own registration: whoever calls it
 // takes over registering, and the creator is registered exactly once either way.
-#include <dlfcn.h>
-
+// The registry and the logger are reached through the layout of the TensorRT major that owns them, told from its
+// getInferLibVersion(): 10 (the headers this library is built against) or 11 (trt11_abi.h). Any other major is
+// refused with a logged reason rather than called through a layout it may not have.
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include <NvInferRuntime.h>
-#include <NvInferVersion.h>
 
 #include "plugin_logging.h"
 #include "swish_creator.h"
 #include "swish_plugin.h"
+#include "trt11_abi.h"
 
 #define TORCHTRT_SWISH_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -29,37 +30,20 @@ namespace torchtrt_swish {
 namespace plugin {
 namespace {
 
-using GetRegistryFn = nvinfer1::IPluginRegistry* (*) ();
-using GetVersionFn = int32_t (*)();
+using GetRegistryFn = void* (*) ();
 
 constexpr char const* kNO_AUTO_REGISTER_ENV = "TORCHTRT_SWISH_NO_AUTO_REGISTER";
 
 std::atomic<bool> gLoadHookRan{false};
-// The registry the load hook registered the creator into, until getCreators hands that over.
-std::atomic<nvinfer1::IPluginRegistry*> gSelfRegistry{nullptr};
-
-//! TensorRT's version from the same library that provides getPluginRegistry; -1 when it cannot be told.
-int32_t tensorRTVersionNear(void* getRegistrySymbol) noexcept
-{
-    Dl_info info{};
-    if (dladdr(getRegistrySymbol, &info) == 0 || info.dli_fname == nullptr)
-    {
-        return -1;
-    }
-    void* handle = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-    if (handle == nullptr)
-    {
-        return -1;
-    }
-    auto fn = reinterpret_cast<GetVersionFn>(dlsym(handle, "getInferLibVersion"));
-    int32_t const v = fn != nullptr ? fn() : -1;
-    dlclose(handle);
-    return v;
-}
+// The registry the load hook registered the creator into (until getCreators hands that over), and its major.
+std::atomic<void*> gSelfRegistry{nullptr};
+std::atomic<int32_t> gSelfMajor{-1};
 
 //! Whether a SwishBias v1 creator of our namespace is registered. Scans getAllCreators rather than calling
-//! getCreator, because TensorRT's getCreator logs an API usage error for every miss.
-bool alreadyRegistered(nvinfer1::IPluginRegistry& registry) noexcept
+//! getCreator, because TensorRT's getCreator logs an API usage error for every miss. `Registry` is the registry
+//! layout of the TensorRT major in the process (nvinfer1::IPluginRegistry or trt11::IPluginRegistry).
+template <typename Registry>
+bool alreadyRegistered(Registry& registry) noexcept
 {
     int32_t n = 0;
     nvinfer1::IPluginCreatorInterface* const* all = registry.getAllCreators(&n);
@@ -88,6 +72,34 @@ bool alreadyRegistered(nvinfer1::IPluginRegistry& registry) noexcept
     return false;
 }
 
+template <typename Registry>
+void registerInto(Registry& registry, int32_t major)
+{
+    if (alreadyRegistered(registry))
+    {
+        // Another copy of this library (another path) got there first; a second one would only be refused.
+        logMessage(Severity::kVERBOSE, "load", "SwishBias is already registered; not registering again");
+        return;
+    }
+    if (registry.registerCreator(creatorInstance(), kPLUGIN_NAMESPACE))
+    {
+        gSelfMajor.store(major);
+        gSelfRegistry.store(&registry);
+        logMessage(Severity::kVERBOSE, "load",
+            "registered with the plugin registry of TensorRT " + std::to_string(major));
+    }
+    else
+    {
+        logMessage(Severity::kWARNING, "load", "the TensorRT plugin registry refused the creator");
+    }
+}
+
+template <typename Registry>
+void withdrawFrom(void* registry)
+{
+    static_cast<Registry*>(registry)->deregisterCreator(creatorInstance());
+}
+
 bool autoRegisterDisabled() noexcept
 {
     char const* v = std::getenv(kNO_AUTO_REGISTER_ENV);
@@ -107,35 +119,30 @@ void registerWithLoadedTensorRT() noexcept
         {
             return; // no TensorRT in this process yet: loadLibrary / getCreators is the way in
         }
-        int32_t const version = tensorRTVersionNear(sym);
-        if (version < 0 || version / 10000 != NV_TENSORRT_MAJOR)
+        int32_t const version = tensorRTVersionAt(sym);
+        int32_t const major = version < 0 ? -1 : version / 10000;
+        if (!knownMajor(major))
         {
-            // An unknown version is refused too: the registry's layout is only known for our major version.
+            // Calling into a registry whose layout is unknown would reach arbitrary functions.
             logMessage(Severity::kWARNING, "load",
                 "not registering: the loaded TensorRT is version "
                     + (version < 0 ? std::string("unknown") : std::to_string(version))
-                    + ", this plugin was built for major version " + std::to_string(NV_TENSORRT_MAJOR));
+                    + "; this library knows the plugin registry layouts of TensorRT 10 and 11 only (load it with "
+                      "IPluginRegistry::loadLibrary instead)");
             return;
         }
-        nvinfer1::IPluginRegistry* registry = reinterpret_cast<GetRegistryFn>(sym)();
+        void* registry = reinterpret_cast<GetRegistryFn>(sym)();
         if (registry == nullptr)
         {
             return;
         }
-        if (alreadyRegistered(*registry))
+        if (major == kMAJOR_10)
         {
-            // Another copy of this library (another path) got there first; a second one would only be refused.
-            logMessage(Severity::kVERBOSE, "load", "SwishBias is already registered; not registering again");
-            return;
-        }
-        if (registry->registerCreator(creatorInstance(), kPLUGIN_NAMESPACE))
-        {
-            gSelfRegistry.store(registry);
-            logMessage(Severity::kVERBOSE, "load", "registered with the TensorRT plugin registry");
+            registerInto(*static_cast<nvinfer1::IPluginRegistry*>(registry), major);
         }
         else
         {
-            logMessage(Severity::kWARNING, "load", "the TensorRT plugin registry refused the creator");
+            registerInto(*static_cast<trt11::IPluginRegistry*>(registry), major);
         }
     }
     catch (...)
@@ -154,6 +161,7 @@ __attribute__((constructor)) void onLibraryLoad() noexcept
 } // namespace plugin
 } // namespace torchtrt_swish
 
+// Declared with TensorRT 10's type; the object is TensorRT 10's or 11's ILoggerFinder (see plugin_logging.h).
 TORCHTRT_SWISH_EXPORT void setLoggerFinder(nvinfer1::ILoggerFinder* finder) noexcept
 {
     torchtrt_swish::plugin::setLoggerFinder(finder);
@@ -165,10 +173,17 @@ TORCHTRT_SWISH_EXPORT nvinfer1::IPluginCreatorInterface* const* getCreators(int3
     try
     {
         static nvinfer1::IPluginCreatorInterface* const creators[] = {&creatorInstance()};
-        if (nvinfer1::IPluginRegistry* registry = gSelfRegistry.exchange(nullptr))
+        if (void* registry = gSelfRegistry.exchange(nullptr))
         {
             // Hand registration over to the caller (see the top of this file).
-            registry->deregisterCreator(creatorInstance());
+            if (gSelfMajor.load() == kMAJOR_10)
+            {
+                withdrawFrom<nvinfer1::IPluginRegistry>(registry);
+            }
+            else
+            {
+                withdrawFrom<trt11::IPluginRegistry>(registry);
+            }
         }
         nbCreators = 1;
         return creators;

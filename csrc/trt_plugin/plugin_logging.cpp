@@ -6,19 +6,26 @@
 
 #include <atomic>
 #include <cstdio>
+#include <mutex>
 #include <new>
+
+#include "trt11_abi.h"
 
 namespace torchtrt_swish {
 namespace plugin {
 namespace {
 
-std::atomic<nvinfer1::ILoggerFinder*> gLoggerFinder{nullptr};
+// The finder TensorRT handed over, and the major version whose layout it (and the loggers it returns) follows.
+std::mutex gFinderMutex;
+void* gLoggerFinder{nullptr};
+int32_t gFinderMajor{-1};
 
-// Runtime libraries that export getPluginRegistry/getLogger in TensorRT 10. Only major 10: the plugin is compiled
-// against the 10.x headers, whose interfaces a different major version need not keep.
-constexpr char const* kTRT_LIBRARIES[] = {"libnvinfer.so.10", "libnvinfer_lean.so.10", "libnvinfer_dispatch.so.10"};
+// Runtime libraries that export getPluginRegistry/getLogger, per major version this library knows the layout of.
+constexpr char const* kTRT_LIBRARIES[] = {"libnvinfer.so.10", "libnvinfer_lean.so.10", "libnvinfer_dispatch.so.10",
+    "libnvinfer.so.11", "libnvinfer_lean.so.11", "libnvinfer_dispatch.so.11"};
 
-using GetLoggerFn = nvinfer1::ILogger* (*) ();
+using GetLoggerFn = void* (*) ();
+using GetVersionFn = int32_t (*)();
 
 char const* severityTag(Severity s) noexcept
 {
@@ -33,15 +40,18 @@ char const* severityTag(Severity s) noexcept
     return "?";
 }
 
-} // namespace
-
-void setLoggerFinder(nvinfer1::ILoggerFinder* finder) noexcept
+void toStderr(Severity severity, std::string const& line) noexcept
 {
-    gLoggerFinder.store(finder);
+    if (severity <= Severity::kWARNING)
+    {
+        std::fprintf(stderr, "[torchtrt_swish %s] %s\n", severityTag(severity), line.c_str());
+    }
 }
 
-namespace
+std::string versionString(int32_t version)
 {
+    return version < 0 ? std::string("of unknown version") : std::to_string(version);
+}
 
 //! True when sym lives in a TensorRT library: a process-wide lookup of a generic name such as getLogger could
 //! otherwise find some other library's function and call it with the wrong signature.
@@ -57,7 +67,68 @@ bool fromTensorRT(void* sym) noexcept
     return std::strstr(base, "nvinfer") != nullptr;
 }
 
+//! The finder's logger viewed through the layout of the finder's major.
+LoggerRef findLogger(void* finder, int32_t major)
+{
+    if (major == kMAJOR_10)
+    {
+        return {static_cast<nvinfer1::ILoggerFinder*>(finder)->findLogger(), major};
+    }
+    if (major == kMAJOR_11)
+    {
+        return {static_cast<trt11::ILoggerFinder*>(finder)->findLogger(), major};
+    }
+    return {};
+}
+
 } // namespace
+
+bool knownMajor(int32_t major) noexcept
+{
+    return major == kMAJOR_10 || major == kMAJOR_11;
+}
+
+int32_t tensorRTVersionAt(void const* address) noexcept
+{
+    Dl_info info{};
+    if (address == nullptr || dladdr(address, &info) == 0 || info.dli_fname == nullptr)
+    {
+        return -1;
+    }
+    void* handle = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (handle == nullptr)
+    {
+        dlerror();
+        return -1;
+    }
+    auto fn = reinterpret_cast<GetVersionFn>(dlsym(handle, "getInferLibVersion"));
+    int32_t const v = fn != nullptr ? fn() : -1;
+    dlerror();
+    dlclose(handle);
+    return v;
+}
+
+void setLoggerFinder(void* finder) noexcept
+{
+    int32_t version = -1;
+    int32_t major = -1;
+    if (finder != nullptr)
+    {
+        // Every finder is a polymorphic object: its first word points into the vtable of the library defining it.
+        version = tensorRTVersionAt(*static_cast<void* const*>(finder));
+        major = version < 0 ? -1 : version / 10000;
+    }
+    if (finder != nullptr && !knownMajor(major))
+    {
+        toStderr(Severity::kWARNING,
+            "SwishBias: setLoggerFinder: not using the logger finder of TensorRT " + versionString(version)
+                + ": this library knows the logger layouts of TensorRT 10 and 11 only");
+        finder = nullptr;
+    }
+    std::lock_guard<std::mutex> const lock(gFinderMutex);
+    gLoggerFinder = finder;
+    gFinderMajor = major;
+}
 
 void* findTensorRTSymbol(char const* name) noexcept
 {
@@ -92,27 +163,39 @@ void* findTensorRTSymbol(char const* name) noexcept
     return nullptr;
 }
 
-nvinfer1::ILogger* currentLogger() noexcept
+LoggerRef currentLogger() noexcept
 {
     try
     {
-        if (nvinfer1::ILoggerFinder* finder = gLoggerFinder.load())
+        void* finder = nullptr;
+        int32_t major = -1;
+        {
+            std::lock_guard<std::mutex> const lock(gFinderMutex);
+            finder = gLoggerFinder;
+            major = gFinderMajor;
+        }
+        if (finder != nullptr)
         {
             // findLogger must run on the thread of the plugin call that logs, so it is never cached.
-            if (nvinfer1::ILogger* logger = finder->findLogger())
+            if (LoggerRef const found = findLogger(finder, major); found.logger != nullptr)
             {
-                return logger;
+                return found;
             }
         }
-        if (auto fn = reinterpret_cast<GetLoggerFn>(findTensorRTSymbol("getLogger")))
+        if (void* sym = findTensorRTSymbol("getLogger"))
         {
-            return fn();
+            int32_t const version = tensorRTVersionAt(sym);
+            LoggerRef const global{reinterpret_cast<GetLoggerFn>(sym)(), version < 0 ? -1 : version / 10000};
+            if (global.logger != nullptr && knownMajor(global.major))
+            {
+                return global;
+            }
         }
     }
     catch (...)
     {
     }
-    return nullptr;
+    return {};
 }
 
 void logMessage(Severity severity, char const* where, std::string const& msg) noexcept
@@ -120,15 +203,18 @@ void logMessage(Severity severity, char const* where, std::string const& msg) no
     try
     {
         std::string const line = std::string("SwishBias: ") + (where ? where : "?") + ": " + msg;
-        if (nvinfer1::ILogger* logger = currentLogger())
+        LoggerRef const logger = currentLogger();
+        if (logger.major == kMAJOR_10)
         {
-            logger->log(severity, line.c_str());
+            static_cast<nvinfer1::ILogger*>(logger.logger)->log(severity, line.c_str());
             return;
         }
-        if (severity <= Severity::kWARNING)
+        if (logger.major == kMAJOR_11)
         {
-            std::fprintf(stderr, "[torchtrt_swish %s] %s\n", severityTag(severity), line.c_str());
+            static_cast<trt11::ILogger*>(logger.logger)->log(severity, line.c_str());
+            return;
         }
+        toStderr(severity, line);
     }
     catch (...)
     {

@@ -6,6 +6,7 @@
 
 #include <NvInferRuntime.h>
 
+#include <cstdint>
 #include <exception>
 #include <string>
 
@@ -14,21 +15,43 @@ namespace plugin {
 
 using Severity = nvinfer1::ILogger::Severity;
 
-//! Store the finder TensorRT passes to setLoggerFinder (nullptr clears it). Thread-safe.
-void setLoggerFinder(nvinfer1::ILoggerFinder* finder) noexcept;
+//! TensorRT major versions whose interface layouts this library knows (10: the headers it is built against;
+//! 11: trt11_abi.h).
+constexpr int32_t kMAJOR_10 = 10;
+constexpr int32_t kMAJOR_11 = 11;
 
-//! The logger to use right now: the finder's logger, else TensorRT's global getLogger(), else nullptr.
-nvinfer1::ILogger* currentLogger() noexcept;
+//! Whether this library can call into objects of TensorRT `major`.
+bool knownMajor(int32_t major) noexcept;
 
-//! Log "SwishBias: <where>: <msg>". Falls back to stderr (warnings and errors only) without a TensorRT logger.
+//! getInferLibVersion() (e.g. 110400 for 11.4.0) of the loaded library that contains `address` (an exported
+//! function, or an object's vtable); -1 when it cannot be told.
+int32_t tensorRTVersionAt(void const* address) noexcept;
+
+//! A logger together with the TensorRT major whose ILogger layout it follows.
+struct LoggerRef
+{
+    void* logger{nullptr};
+    int32_t major{-1};
+};
+
+//! Store the finder TensorRT passes to setLoggerFinder (nullptr clears it). Its layout, and that of the loggers it
+//! returns, is the one of the TensorRT that implements it, told from the library holding its vtable. A finder of
+//! an unknown major is not used (logged to stderr). Thread-safe.
+void setLoggerFinder(void* finder) noexcept;
+
+//! The logger to use right now: the finder's logger, else TensorRT's global getLogger(), else none.
+LoggerRef currentLogger() noexcept;
+
+//! Log "SwishBias: <where>: <msg>" through TensorRT's logger; falls back to stderr (warnings and errors only)
+//! without a TensorRT logger of a known major.
 void logMessage(Severity severity, char const* where, std::string const& msg) noexcept;
 
 //! Log the exception currently being handled; call only from inside a catch block.
 void logCurrentException(char const* where) noexcept;
 
 //! Address of an extern "C" function exported by an already loaded TensorRT runtime library, or nullptr.
-//! Looks in the global scope first, then in libnvinfer*.so.10 loaded privately (RTLD_LOCAL, as Python's
-//! tensorrt module does), without ever loading a library that is not already resident.
+//! Looks in the global scope first, then in libnvinfer*.so.10 / .so.11 loaded privately (RTLD_LOCAL, as Python's
+//! tensorrt modules do), without ever loading a library that is not already resident.
 void* findTensorRTSymbol(char const* name) noexcept;
 
 //! Run body() and return its value; on any exception log it and return onError. For noexcept entry points.
