@@ -10,8 +10,9 @@ import onnx
 
 from torchtrt_swish.plugin import PLUGIN_NAME, PLUGIN_NAMESPACE, PLUGIN_VERSION
 
-# The node contract (shared/ARCHITECTURE.md): TensorRT's ONNX parser falls back to the plugin registry with the
-# node's op_type as plugin name, `plugin_version` and `plugin_namespace` attributes (and, since 10.10, the domain).
+# The node contract: TensorRT's ONNX parser falls back to the plugin registry with the node's op_type as plugin name
+# and its `plugin_version` (default "1") and `plugin_namespace` (default "") attributes; it never reads the domain, so
+# a fused node carries both attributes (the domain only keeps ONNX tools from taking it for a standard op).
 SWISH_OP = PLUGIN_NAME
 SWISH_DOMAIN = PLUGIN_NAMESPACE
 SWISH_OPSET_VERSION = 1

@@ -150,6 +150,21 @@ def _load_plugin(trt, library: str | Path | None) -> Path | None:
         return None  # registered without our copy of the library (it was dlopen'ed next to TensorRT)
 
 
+def _plugin_lookup(node: onnx.NodeProto) -> str:
+    """What TensorRT's ONNX parser looks up for `node` in the plugin registry, as the fallback importer reads it."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+    def text(name: str, default: str) -> str:
+        value = attrs.get(name, default)
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    found = (f"node {node.name!r} asks for plugin {node.op_type} version {text('plugin_version', '1')!r} "
+             f"namespace {text('plugin_namespace', '')!r}")
+    if "plugin_namespace" not in attrs and node.domain:
+        found += f" (its domain {node.domain!r} is not used: set the plugin_namespace attribute)"
+    return found
+
+
 def _parser_failure(parser, model: onnx.ModelProto, library: Path | None) -> Exception:
     lines, missing_plugin = [], []
     for i in range(parser.num_errors):
@@ -160,19 +175,14 @@ def _parser_failure(parser, model: onnx.ModelProto, library: Path | None) -> Exc
         op = node.op_type if node is not None else ""
         lines.append(f"  node {idx} ({op or '?'} {node.name if node is not None else ''}): {desc}")
         if node is not None and ("Plugin not found" in desc or is_swish_node(node)):
-            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-            version = attrs.get("plugin_version", b"1")
-            namespace = attrs.get("plugin_namespace", node.domain.encode())
-            missing_plugin.append(
-                f"node {node.name!r} asks for plugin {node.op_type} version "
-                f"{version.decode() if isinstance(version, bytes) else version!r} namespace "
-                f"{namespace.decode() if isinstance(namespace, bytes) else namespace!r}"
-            )
+            missing_plugin.append(_plugin_lookup(node))
     if missing_plugin:
         return PluginNotFoundError(
             "TensorRT's ONNX parser could not find a plugin: " + "; ".join(missing_plugin)
             + f". This package provides {plugin_identity()}"
             + (f", loaded from {library}." if library else " (its library was not loaded).")
+            + " The parser looks a node up by its op_type and its plugin_version (default \"1\") and "
+              "plugin_namespace (default \"\") attributes; it never reads the node's domain."
             + "\nparser errors:\n" + "\n".join(lines)
         )
     return EngineBuildError("TensorRT's ONNX parser failed:\n" + "\n".join(lines))

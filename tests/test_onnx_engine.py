@@ -246,6 +246,29 @@ def test_adapter_maps_the_parsers_plugin_lookup_failure(seed_paths, tmp_path, pl
     assert 'provides SwishBias (version "1", namespace "torchtrt_swish")' in text and str(plugin_lib) in text
 
 
+def test_parser_hint_uses_the_attributes_never_the_domain(seed_paths, tmp_path, plugin_lib, monkeypatch):
+    # onnx-tensorrt's fallback importer: name = op_type, version = attribute plugin_version (default "1"),
+    # namespace = attribute plugin_namespace (default ""); the node's domain plays no part.
+    model = onnx.load(seed_paths["dynamic"])
+    node = swish_nodes(model)[0]
+    kept = [a for a in node.attribute if a.name not in ("plugin_version", "plugin_namespace")]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    assert node.domain == "torchtrt_swish"
+    path = tmp_path / "no_attrs.onnx"
+    onnx.save(model, path)
+    index = [n.op_type for n in model.graph.node].index("SwishBias")
+    trt, _ = fake_tensorrt(parse_errors=[("Plugin not found, are the plugin name, version, and namespace correct?",
+                                          index)])
+    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+    with pytest.raises(PluginNotFoundError) as info:
+        build_engine(path, tmp_path / "e.engine", plugin_library=plugin_lib)
+    text = str(info.value)
+    assert "asks for plugin SwishBias version '1' namespace ''" in text
+    assert "its domain 'torchtrt_swish' is not used: set the plugin_namespace attribute" in text
+    assert "never reads the node's domain" in text
+
+
 def test_adapter_other_parser_and_builder_failures(seed_paths, tmp_path, plugin_lib, monkeypatch):
     trt, _ = fake_tensorrt(parse_errors=[("Conv: kernel weights must be constant", 0)])
     monkeypatch.setitem(sys.modules, "tensorrt", trt)
