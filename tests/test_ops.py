@@ -122,12 +122,12 @@ def test_gradgradcheck(sample):
     assert torch.autograd.gradgradcheck(torchtrt_swish.swish, (x, b))
 
 
-def _assert_backward_close(x0: torch.Tensor, b0: torch.Tensor, g: torch.Tensor, label: str) -> None:
-    """dx and dbias of the op against fp64 autograd of the plain formula."""
+def _assert_backward_close(x0: torch.Tensor, b0: torch.Tensor, g: torch.Tensor, label: str, fn=None) -> None:
+    """dx and dbias of the op (or fn, e.g. a compiled wrapper of it) against fp64 autograd of the plain formula."""
     dtype = x0.dtype
     x = x0.detach().clone().requires_grad_()
     b = b0.detach().clone().requires_grad_()
-    torchtrt_swish.swish(x, b).backward(g)
+    (fn or torchtrt_swish.swish)(x, b).backward(g)
     xd = x0.detach().to("cpu", torch.float64).requires_grad_()
     bd = b0.detach().to("cpu", torch.float64).requires_grad_()
     (xd * torch.sigmoid(xd) + bd).backward(g.to("cpu", torch.float64))
