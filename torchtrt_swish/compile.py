@@ -12,14 +12,21 @@ swish op becomes a ``SwishBias`` plugin layer instead of a PyTorch fallback.
         "require_full_compilation": False,    # True: error instead of PyTorch fallback for unconverted ops
         "pass_through_build_failures": True,  # raise TensorRT build errors instead of silently running eagerly
         "torch_executed_ops": set(),          # ops forced to PyTorch, e.g. {"torch.ops.torchtrt_swish.swish.default"}
-        "use_explicit_typing": True,          # Torch-TensorRT >= 2.9: keep the model's dtypes (strong typing)
+        "use_explicit_typing": True,          # Torch-TensorRT 2.9-2.12 only (see below)
         "disable_tf32": True,                 # bit-closer fp32 convolutions
         "optimization_level": 3,              # 0-5, builder effort
         "workspace_size": 1 << 30,            # bytes of builder workspace
     })
 
-All keys are fields of ``torch_tensorrt.dynamo.CompilationSettings``; ``enabled_precisions`` is deprecated from
-2.9 on (cast the model instead, as :func:`compile` does). :func:`torch_compile` applies these defaults.
+All keys are fields of ``torch_tensorrt.dynamo.CompilationSettings`` of the installed version; they differ:
+
+* Torch-TensorRT 2.9-2.12 (TensorRT 10): ``use_explicit_typing`` builds a strongly typed network (default False in
+  2.9, True from 2.10); ``enabled_precisions`` is deprecated.
+* Torch-TensorRT >= 2.13 (TensorRT 11): both fields are gone (``torch.compile`` options drop unknown keys) and
+  every network is strongly typed.
+
+Either way the model's dtypes decide the precision: cast the model, as :func:`compile` does. :func:`torch_compile`
+applies these defaults, ``use_explicit_typing`` only where the field exists.
 """
 from __future__ import annotations
 
