@@ -245,6 +245,60 @@ def test_compile_with_tensors_on_cuda1(cuda0_current, dtype):
         _assert_backward_close(s.x, s.bias, g, f"compiled {s.name}", fn=compiled)
 
 
+# ---------------------------------------------------------------------------------------------- the plugin
+
+PLUGIN_SHAPES = [(), (7,), (13, 1031), (2, 3, 4, 5), (4, 64, 32, 33), (0,)]
+PLUGIN_CASES = [(s, name, b) for s in PLUGIN_SHAPES for name, b in _bias_shapes(s)]
+FIELD_BIAS = 0.375  # exact in every dtype
+
+
+@pytest.mark.parametrize("form", ["bias input", "field bias"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+# cuda1-current first: should cuda0-current crash cuda:1's context, the tests in child processes below still run.
+@pytest.mark.parametrize("current", [1, 0], ids=["cuda1-current", "cuda0-current"])
+def test_plugin_enqueue_on_cuda1_bit_identical_to_the_op(h, creator, logs, cuda0_current, current, dtype, form):
+    """Buffers and stream on cuda:1; current device cuda:0 (the issue's case) or cuda:1 (what TensorRT sets up).
+
+    An application calling TensorRT makes the engine's device current before enqueueV3 (TensorRT's FAQ on several
+    GPUs), so cuda1-current is the plugin's everyday case; cuda0-current needs enqueue to follow the stream's
+    device, for the kernel launch and for the field bias's device buffer.
+    """
+    drv = cuda0_current
+    dt = getattr(torch, dtype)
+    cases = PLUGIN_CASES if form == "bias input" else [(s, "field", None) for s in PLUGIN_SHAPES]
+    side = torch.cuda.Stream(device=CUDA1)
+    failures = []
+    free0 = torch.cuda.mem_get_info(0)[0]
+    for shape, layout, bias_shape in cases:
+        gen = torch.Generator(device=CUDA1).manual_seed(zlib.crc32(repr((shape, layout, dtype)).encode()))
+        x = (torch.randn(shape, generator=gen, device=CUDA1) * 4).to(dt)
+        if bias_shape is None:
+            bias, p = None, make(creator, FIELD_BIAS)
+            want = torchtrt_swish.swish(x, torch.tensor(FIELD_BIAS, device=CUDA1).to(dt))
+        else:
+            bias, p = torch.randn(bias_shape, generator=gen, device=CUDA1).to(dt), make(creator)
+            want = torchtrt_swish.swish(x, bias)
+        y = torch.full_like(x, float("nan"))
+        inputs = [x] if bias is None else [x, bias]
+        ins = [h.TensorDesc(dtype, list(t.shape)) for t in inputs]
+        outs = [h.TensorDesc(dtype, list(x.shape))]
+        ptrs = [t.data_ptr() for t in inputs]
+        torch.cuda.synchronize(1)  # inputs ready: the side stream needs no event
+        with torch.cuda.device(CUDA1) if current == 1 else contextlib.nullcontext():
+            assert drv.current_device() == current
+            rcs = (p.on_shape_change(ins, outs), p.enqueue(ins, outs, ptrs, [y.data_ptr()], 0, side.cuda_stream))
+        side.synchronize()
+        if rcs != (0, 0) or not torch.equal(_bits(torch, y), _bits(torch, want)):
+            failures.append(f"{shape} {layout}: rc {rcs}, {errors(logs)[-1:] or 'wrong bits'}")
+        # Checked before close(): a field-bias buffer put on cuda:0 and freed again would escape the fixture's check.
+        lost = free0 - torch.cuda.mem_get_info(0)[0]
+        if lost >= 2**20:
+            failures.append(f"{shape} {layout}: cuda:0 lost {lost} bytes of free memory")
+        p.close()
+    assert not failures, f"{len(failures)} of {len(cases)} cases failed: " + "; ".join(failures[:6])
+    assert errors(logs) == []
+
+
 # ---------------------------------------------------------------------------------------------- fresh processes
 
 # scenario -> the same workload in plain torch ops: the probe of our code is judged against it, because torch's own
@@ -325,55 +379,3 @@ def test_ddp_two_gpus_equals_one_process_on_the_whole_batch(tmp_path, compiled):
         for dev, used in r["other_devices"].items():
             assert (used["memory_allocated"], used["max_memory_reserved"]) == (0, 0), (
                 f"rank {rank} allocated on cuda:{dev}: {used}")
-
-
-# ---------------------------------------------------------------------------------------------- the plugin
-
-PLUGIN_SHAPES = [(), (7,), (13, 1031), (2, 3, 4, 5), (4, 64, 32, 33), (0,)]
-PLUGIN_CASES = [(s, name, b) for s in PLUGIN_SHAPES for name, b in _bias_shapes(s)]
-FIELD_BIAS = 0.375  # exact in every dtype
-
-
-@pytest.mark.parametrize("form", ["bias input", "field bias"])
-@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-@pytest.mark.parametrize("current", [0, 1], ids=["cuda0-current", "cuda1-current"])
-def test_plugin_enqueue_on_cuda1_bit_identical_to_the_op(h, creator, logs, cuda0_current, current, dtype, form):
-    """Buffers and stream on cuda:1; current device cuda:0 (the issue's case) or cuda:1 (what TensorRT sets up).
-
-    TensorRT's enqueueV3 runs with the engine's device current, so cuda1-current is the plugin's everyday case;
-    cuda0-current needs enqueue to follow the stream's device, for kernel launch and for the field bias buffer.
-    """
-    drv = cuda0_current
-    dt = getattr(torch, dtype)
-    cases = PLUGIN_CASES if form == "bias input" else [(s, "field", None) for s in PLUGIN_SHAPES]
-    side = torch.cuda.Stream(device=CUDA1)
-    failures = []
-    free0 = torch.cuda.mem_get_info(0)[0]
-    for shape, layout, bias_shape in cases:
-        gen = torch.Generator(device=CUDA1).manual_seed(zlib.crc32(repr((shape, layout, dtype)).encode()))
-        x = (torch.randn(shape, generator=gen, device=CUDA1) * 4).to(dt)
-        if bias_shape is None:
-            bias, p = None, make(creator, FIELD_BIAS)
-            want = torchtrt_swish.swish(x, torch.tensor(FIELD_BIAS, device=CUDA1).to(dt))
-        else:
-            bias, p = torch.randn(bias_shape, generator=gen, device=CUDA1).to(dt), make(creator)
-            want = torchtrt_swish.swish(x, bias)
-        y = torch.full_like(x, float("nan"))
-        inputs = [x] if bias is None else [x, bias]
-        ins = [h.TensorDesc(dtype, list(t.shape)) for t in inputs]
-        outs = [h.TensorDesc(dtype, list(x.shape))]
-        ptrs = [t.data_ptr() for t in inputs]
-        torch.cuda.synchronize(1)  # inputs ready: the side stream needs no event
-        with torch.cuda.device(CUDA1) if current == 1 else contextlib.nullcontext():
-            assert drv.current_device() == current
-            rcs = (p.on_shape_change(ins, outs), p.enqueue(ins, outs, ptrs, [y.data_ptr()], 0, side.cuda_stream))
-        side.synchronize()
-        if rcs != (0, 0) or not torch.equal(_bits(torch, y), _bits(torch, want)):
-            failures.append(f"{shape} {layout}: rc {rcs}, {errors(logs)[-1:] or 'wrong bits'}")
-        # Checked before close(): a field-bias buffer put on cuda:0 and freed again would escape the fixture's check.
-        lost = free0 - torch.cuda.mem_get_info(0)[0]
-        if lost >= 2**20:
-            failures.append(f"{shape} {layout}: cuda:0 lost {lost} bytes of free memory")
-        p.close()
-    assert not failures, f"{len(failures)} of {len(cases)} cases failed: " + "; ".join(failures[:6])
-    assert errors(logs) == []
