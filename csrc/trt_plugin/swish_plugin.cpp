@@ -465,6 +465,50 @@ void const* SwishBiasPlugin::deviceFieldBias(DataType type, std::string& error)
     }
 }
 
+namespace
+{
+
+//! Makes the stream's device current for its lifetime and restores the previous one; no-op when they match.
+class StreamDeviceScope
+{
+public:
+    explicit StreamDeviceScope(cudaStream_t stream) noexcept
+    {
+        int streamDevice = -1;
+        mError = cudaStreamGetDevice(stream, &streamDevice);
+        if (mError == cudaSuccess)
+        {
+            mError = cudaGetDevice(&mPrevious);
+        }
+        if (mError == cudaSuccess && streamDevice != mPrevious)
+        {
+            mError = cudaSetDevice(streamDevice);
+            mSwitched = mError == cudaSuccess;
+        }
+    }
+    ~StreamDeviceScope()
+    {
+        if (mSwitched)
+        {
+            (void) cudaSetDevice(mPrevious);
+        }
+    }
+    StreamDeviceScope(StreamDeviceScope const&) = delete;
+    StreamDeviceScope& operator=(StreamDeviceScope const&) = delete;
+
+    cudaError_t error() const noexcept
+    {
+        return mError;
+    }
+
+private:
+    int mPrevious{-1};
+    bool mSwitched{false};
+    cudaError_t mError{cudaSuccess};
+};
+
+} // namespace
+
 // ============================================================================ IPluginV3
 
 nvinfer1::IPluginCapability* SwishBiasPlugin::getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept
@@ -767,6 +811,15 @@ int32_t SwishBiasPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc,
             if (plan.numel == 0)
             {
                 return 0; // empty tensors may come with null buffers
+            }
+            // A launch must go to the stream's device even when the caller left another device current: launching
+            // into a foreign device's stream fails, and any allocation would land on the wrong device.
+            StreamDeviceScope const onStreamDevice(stream);
+            if (onStreamDevice.error() != cudaSuccess)
+            {
+                reportRuntimeError("enqueue", ErrorCode::kFAILED_EXECUTION,
+                    "cannot switch to the stream's device: " + cudaErrorText(onStreamDevice.error()));
+                return 1;
             }
             void const* x = inputs[0];
             void* y = outputs[0];
