@@ -40,7 +40,7 @@ class BuildNative(BuildExtension):
 
     def run(self):
         result = native_build.build(inplace=True) if WITH_CUDA else native_build.NativeResult(
-            notes=["CUDA disabled: kernels, TensorRT plugin and harness not built"])
+            notes=["TensorRT plugin NOT built: CUDA disabled (no CUDA kernels or harness either)"])
         for ext in self.extensions:
             if WITH_CUDA and result.kernel_object:
                 ext.extra_objects = [str(result.kernel_object)]

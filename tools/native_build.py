@@ -194,7 +194,7 @@ def build(inplace: bool = True, jobs: int | None = None) -> NativeResult:
     BUILD.mkdir(parents=True, exist_ok=True)
     cuda = cuda_home()
     if cuda is None:
-        res.notes.append("nvcc not found: CUDA kernels and the TensorRT plugin are not built (CPU-only op)")
+        res.notes.append("TensorRT plugin NOT built: nvcc not found (no CUDA kernels either: CPU-only op)")
         return res
     nvcc = cuda / "bin" / "nvcc"
     archs = arch_list()
