@@ -1,7 +1,7 @@
-"""Python side of torchtrt_swish::swish: fake (meta) kernels, autograd, and the public wrapper.
+"""Python side of torchtrt_swish::swish: fake (meta) kernels, vmap rules, inductor decompositions, the wrapper.
 
-The schema and the real kernels live in C++ (csrc/torch); this module only registers what torch.compile,
-torch.export and autograd need on top of them.
+The schema, the real kernels and autograd live in C++ (csrc/torch); this module only registers what torch.compile,
+torch.export and torch.func need on top of them.
 """
 from __future__ import annotations
 
@@ -33,61 +33,127 @@ def _check_inputs(x: torch.Tensor, bias: torch.Tensor, what: str) -> None:
 
 @torch.library.register_fake("torchtrt_swish::swish")
 def _swish_fake(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    # Fake kernels run when dynamo or export traces the op, i.e. before inductor picks its decompositions.
+    register_inductor_decompositions()
     _check_inputs(x, bias, "swish")
     return x.new_empty(x.shape)  # the kernels always return a contiguous tensor
 
 
 @torch.library.register_fake("torchtrt_swish::swish_backward")
 def _swish_backward_fake(grad: torch.Tensor, x: torch.Tensor, bias: torch.Tensor):
+    register_inductor_decompositions()
     _check_inputs(x, bias, "swish_backward")
     torch._check(grad.shape == x.shape,
                  lambda: f"swish_backward: expected grad of shape {list(x.shape)}, got {list(grad.shape)}")
     return x.new_empty(x.shape), bias.new_empty(bias.shape)
 
 
-def _setup_context(ctx, inputs, output) -> None:
-    x, bias = inputs
-    ctx.save_for_backward(x, bias)
+# ----------------------------------------------------------------------------- vmap
+#
+# Autograd (reverse and forward mode, double backward) is registered in C++ (csrc/torch/swish_autograd.cpp), so
+# torch.func.grad / jvp / jacrev / jacfwd / hessian work through it. torch.vmap (also inside jacfwd, jacrev and
+# hessian) needs a batching rule, registered with the public torch.library.register_vmap: the batch dim goes first,
+# and a bias gets a batch dim of its own placed in front of x's dims, so it still broadcasts "without changing x".
 
 
-def _backward(ctx, grad: torch.Tensor):
-    x, bias = ctx.saved_tensors
-    dx, dbias = _OPS.swish_backward(grad, x, bias)
-    return (dx if ctx.needs_input_grad[0] else None), (dbias if ctx.needs_input_grad[1] else None)
+def _batched(t: torch.Tensor, bdim: int | None, size: int) -> torch.Tensor:
+    """t with its vmap dim first; an unbatched t expanded (no copy) to the batch size."""
+    return t.movedim(bdim, 0) if bdim is not None else t.expand(size, *t.shape)
 
 
-def _backward_setup_context(ctx, inputs, output) -> None:
-    grad, x, bias = inputs
-    ctx.save_for_backward(grad, x)
+def _batched_bias(bias: torch.Tensor, bdim: int | None, size: int, x_dim: int) -> torch.Tensor:
+    """bias as [B, 1, ..., *per-example bias shape] for a per-example x of x_dim dims."""
+    b = _batched(bias, bdim, size)
+    shape = b.shape[1:]
+    return b.reshape(size, *([1] * (x_dim - len(shape))), *shape)
 
 
-def _double_backward(ctx, grad_dx: torch.Tensor | None, grad_dbias: torch.Tensor | None):
-    """Gradient of (dx, dbias) = swish_backward(g, x, b), written in differentiable torch ops.
-
-    With f(x) = x * s(x): dx = g * f'(x), f' = s (1 + x (1 - s)), f'' = s (1 - s) (2 + x (1 - 2 s));
-    dbias = g summed to bias's shape, so its gradient w.r.t. g is grad_dbias broadcast back to x's shape.
-    """
-    grad, x = ctx.saved_tensors
-    s = torch.sigmoid(x)
-    d_grad = d_x = None
-    if ctx.needs_input_grad[0]:
-        d_grad = torch.zeros_like(x)
-        if grad_dx is not None:
-            d_grad = d_grad + grad_dx * (s * (1 + x * (1 - s)))
-        if grad_dbias is not None:
-            d_grad = d_grad + grad_dbias.expand(x.shape)
-    if ctx.needs_input_grad[1] and grad_dx is not None:
-        d_x = grad_dx * grad * (s * (1 - s) * (2 + x * (1 - 2 * s)))
-    return d_grad, d_x, None
+@torch.library.register_vmap("torchtrt_swish::swish")
+def _swish_vmap(info, in_dims, x: torch.Tensor, bias: torch.Tensor):
+    x_bdim, b_bdim = in_dims
+    n = info.batch_size
+    xb = _batched(x, x_bdim, n)
+    bb = _batched_bias(bias, b_bdim, n, xb.dim() - 1) if b_bdim is not None else bias
+    return _OPS.swish.default(xb, bb), 0
 
 
-torch.library.register_autograd("torchtrt_swish::swish", _backward, setup_context=_setup_context)
-torch.library.register_autograd("torchtrt_swish::swish_backward", _double_backward,
-                                setup_context=_backward_setup_context)
+@torch.library.register_vmap("torchtrt_swish::swish_backward")
+def _swish_backward_vmap(info, in_dims, grad: torch.Tensor, x: torch.Tensor, bias: torch.Tensor):
+    g_bdim, x_bdim, b_bdim = in_dims
+    n = info.batch_size
+    gb, xb = _batched(grad, g_bdim, n), _batched(x, x_bdim, n)
+    # Always a batched bias: each example's dbias sums only that example's grad.
+    bb = _batched_bias(bias, b_bdim, n, xb.dim() - 1)
+    bias_shape = _batched(bias, b_bdim, n).shape[1:]  # one example's bias shape
+    dx, dbias = _OPS.swish_backward.default(gb, xb, bb)
+    return (dx, dbias.reshape(n, *bias_shape)), (0, 0)
+
+
+# ----------------------------------------------------------------------------- inductor
+#
+# Inductor treats a custom op as an opaque kernel call: it could not fuse swish into the BatchNorm / add around it.
+# Inductor's own decomposition table (torch._inductor.decomposition.register_decomposition, the registry inductor
+# fills for ATen ops and reads through select_decomp_table() when AOTAutograd traces a graph) takes entries for any
+# OpOverload, so swish and swish_backward become pointwise ATen math (plus a sum) that inductor fuses with its
+# neighbours. The table is inductor's alone: torch.export keeps one torchtrt_swish.swish node per use (its default
+# decompositions are the core ATen table), and Torch-TensorRT builds its own table
+# (py/torch_tensorrt/dynamo/lowering/_decompositions.py get_decompositions(): torch's listed ATen decompositions plus
+# its own), so its converter still sees the op. torch._inductor is private API: tests/test_export_compile.py checks
+# on CPU that inductor's generated code has no call to our op, forward and backward, so a torch release that moves
+# it fails there instead of silently running the opaque kernel. Eager calls keep the bit-exact kernels.
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The kernels' compute type: fp32 for fp32/fp16/bf16, fp64 for fp64."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def swish_decomposition(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """torchtrt_swish::swish as ATen ops: x * sigmoid(x) + bias in the compute type, rounded once."""
+    acc = _compute_dtype(x.dtype)
+    xf = x.to(acc)
+    return (xf * torch.sigmoid(xf) + bias.to(acc)).to(x.dtype)
+
+
+def swish_backward_decomposition(grad: torch.Tensor, x: torch.Tensor, bias: torch.Tensor):
+    """torchtrt_swish::swish_backward as ATen ops: (g * s * (1 + x * (1 - s)), g summed to bias's shape)."""
+    acc = _compute_dtype(x.dtype)
+    xf, gf = x.to(acc), grad.to(acc)
+    s = torch.sigmoid(xf)
+    dx = (gf * s * (1 + xf * (1 - s))).to(x.dtype)
+    lead = x.dim() - bias.dim()
+    dims = [*range(lead), *(lead + j for j, b in enumerate(bias.shape) if b == 1)]
+    dbias = gf.sum(dims, keepdim=True) if dims else gf.clone()  # sum over no dims would sum over all of them
+    return dx, dbias.reshape(bias.shape).to(bias.dtype)
+
+
+_inductor_decompositions_registered = False
+
+
+def register_inductor_decompositions() -> None:
+    """Put swish / swish_backward into inductor's decomposition table (once; the fake kernels call this)."""
+    global _inductor_decompositions_registered
+    if _inductor_decompositions_registered:
+        return
+    _inductor_decompositions_registered = True
+    # Imported here, not at package import: torch._inductor costs seconds, and only compilation needs it.
+    from torch._inductor import decomposition as inductor_decomposition
+
+    inductor_decomposition.register_decomposition(_OPS.swish.default)(swish_decomposition)
+    inductor_decomposition.register_decomposition(_OPS.swish_backward.default)(swish_backward_decomposition)
+    # select_decomp_table() serves a cached copy of the table when fallback_random is off (the default); a copy
+    # made before this registration (something else compiled first) would not have our entries.
+    cached = getattr(inductor_decomposition, "fast_random_decomps", None)
+    if hasattr(cached, "cache_clear"):
+        cached.cache_clear()
+
+
+# ----------------------------------------------------------------------------- public wrapper
 
 
 def swish(x: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:
     """y = x * sigmoid(x) + bias through the compiled op; a Python number bias becomes a scalar tensor."""
-    if not isinstance(bias, torch.Tensor):
-        bias = torch.tensor(bias, dtype=x.dtype, device=x.device)
-    return _OPS.swish.default(x, bias)
+    # Written so torch.jit.script compiles it too (torch.ops spelled out, no module globals).
+    if isinstance(bias, torch.Tensor):
+        return torch.ops.torchtrt_swish.swish(x, bias)
+    return torch.ops.torchtrt_swish.swish(x, torch.tensor(bias, dtype=x.dtype, device=x.device))

@@ -5,6 +5,7 @@
 // split [begin, end) across threads; the inner loops are branch-free on the common layouts so they vectorize.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -78,6 +79,151 @@ void swishBackwardRange(T const* g, T const* x, T* dx, int64_t begin, int64_t en
     for (int64_t i = begin; i < end; ++i)
     {
         dx[i] = static_cast<T>(swishGrad<Acc>(static_cast<Acc>(g[i]), static_cast<Acc>(x[i])));
+    }
+}
+
+//! How the CPU bias gradient splits g, viewed as [outer, channels, inner], into tasks: blocks of rows, tiles of
+//! channels and segments of the inner run, all fixed by the shape alone. Each task sums its elements in a fixed
+//! order into its own partials and the partials are added in a fixed order, so dbias has the same bits whatever
+//! the thread count (a reduction split by thread, like ATen's sum, rounds differently on 1, 2 or 3 threads).
+struct BiasGradPlan
+{
+    int64_t outer{0};
+    int64_t channels{1};
+    int64_t inner{1};
+    int64_t rowsPerBlock{1};
+    int64_t rowBlocks{0};
+    int64_t chansPerTile{1};
+    int64_t chanTiles{0};
+    int64_t segLen{1};
+    int64_t segs{0};
+
+    int64_t tasks() const
+    {
+        return rowBlocks * chanTiles * segs;
+    }
+    //! Partial sums: one per (row block, segment, channel).
+    int64_t partials() const
+    {
+        return rowBlocks * segs * channels;
+    }
+};
+
+// About this many elements per task: enough work to amortize a task, small enough to spread over threads.
+constexpr int64_t kBIAS_GRAD_CHUNK = 16384;
+// Bounds the partials buffer (row blocks x segments x channels) for tensors with many rows.
+constexpr int64_t kBIAS_GRAD_MAX_ROW_BLOCKS = 256;
+// Channels summed side by side per row when inner == 1 (the accumulators stay in L1).
+constexpr int64_t kBIAS_GRAD_TILE = 512;
+
+inline int64_t ceilDiv(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+//! The task grid for g viewed as [outer, channels, inner] (a function of these three sizes only).
+inline BiasGradPlan planBiasGrad(int64_t outer, int64_t channels, int64_t inner)
+{
+    BiasGradPlan p;
+    if (channels == 1)
+    {
+        // One channel: a single run of every element, cut into segments (vectorized, and parallel).
+        inner *= outer;
+        outer = 1;
+    }
+    p.outer = outer;
+    p.channels = channels;
+    p.inner = inner;
+    if (outer == 0 || channels == 0 || inner == 0)
+    {
+        return p; // nothing to sum: every dbias element is 0
+    }
+    p.segLen = inner < kBIAS_GRAD_CHUNK ? inner : kBIAS_GRAD_CHUNK;
+    p.segs = ceilDiv(inner, p.segLen);
+    int64_t const perRowTile = inner == 1 ? kBIAS_GRAD_TILE : std::max<int64_t>(1, kBIAS_GRAD_CHUNK / p.segLen);
+    p.chansPerTile = std::min(channels, perRowTile);
+    p.chanTiles = ceilDiv(channels, p.chansPerTile);
+    p.rowsPerBlock = std::max<int64_t>(1, kBIAS_GRAD_CHUNK / (p.chansPerTile * p.segLen));
+    if (ceilDiv(outer, p.rowsPerBlock) > kBIAS_GRAD_MAX_ROW_BLOCKS)
+    {
+        p.rowsPerBlock = ceilDiv(outer, kBIAS_GRAD_MAX_ROW_BLOCKS);
+    }
+    p.rowBlocks = ceilDiv(outer, p.rowsPerBlock);
+    return p;
+}
+
+//! Sum of p[0, len) in Acc with eight lanes chosen by position, combined pairwise: a fixed order that vectorizes.
+template <typename T, typename Acc>
+inline Acc laneSum(T const* p, int64_t len)
+{
+    Acc lane[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= len; i += 8)
+    {
+        for (int j = 0; j < 8; ++j)
+        {
+            lane[j] += static_cast<Acc>(p[i + j]);
+        }
+    }
+    for (int j = 0; i < len; ++i, ++j)
+    {
+        lane[j] += static_cast<Acc>(p[i]);
+    }
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+//! Task t of the plan: partial[(rowBlock * segs + seg) * channels + c] for the channels of its tile.
+template <typename T, typename Acc>
+void biasGradTask(T const* g, BiasGradPlan const& p, int64_t t, Acc* partial)
+{
+    int64_t const ct = t % p.chanTiles;
+    int64_t const rs = t / p.chanTiles; // row block * segs + segment
+    int64_t const sg = rs % p.segs;
+    int64_t const rb = rs / p.segs;
+    int64_t const c0 = ct * p.chansPerTile;
+    int64_t const c1 = std::min(p.channels, c0 + p.chansPerTile);
+    int64_t const o0 = rb * p.rowsPerBlock;
+    int64_t const o1 = std::min(p.outer, o0 + p.rowsPerBlock);
+    int64_t const k0 = sg * p.segLen;
+    int64_t const len = std::min(p.inner, k0 + p.segLen) - k0;
+    Acc* acc = partial + rs * p.channels;
+    for (int64_t c = c0; c < c1; ++c)
+    {
+        acc[c] = Acc(0);
+    }
+    for (int64_t o = o0; o < o1; ++o)
+    {
+        T const* row = g + o * p.channels * p.inner;
+        if (p.inner == 1)
+        {
+            for (int64_t c = c0; c < c1; ++c)
+            {
+                acc[c] += static_cast<Acc>(row[c]);
+            }
+        }
+        else
+        {
+            for (int64_t c = c0; c < c1; ++c)
+            {
+                acc[c] += laneSum<T, Acc>(row + c * p.inner + k0, len);
+            }
+        }
+    }
+}
+
+//! dbias[c] for c in [cBegin, cEnd): the partials added in row-block, then segment order, rounded once.
+template <typename T, typename Acc>
+void biasGradCombine(BiasGradPlan const& p, Acc const* partial, T* dbias, int64_t cBegin, int64_t cEnd)
+{
+    int64_t const rows = p.rowBlocks * p.segs;
+    for (int64_t c = cBegin; c < cEnd; ++c)
+    {
+        Acc s = Acc(0);
+        for (int64_t r = 0; r < rows; ++r)
+        {
+            s += partial[r * p.channels + c];
+        }
+        dbias[c] = static_cast<T>(s);
     }
 }
 

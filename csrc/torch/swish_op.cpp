@@ -6,6 +6,8 @@
 #include <Python.h>
 #include <torch/library.h>
 
+#include <vector>
+
 #include "kernels/swish_cpu.h"
 #include "swish_common.h"
 
@@ -33,6 +35,55 @@ at::Tensor swishCpu(at::Tensor const& x, at::Tensor const& bias)
     return y;
 }
 
+//! dbias = g summed to bias's shape, with the thread-count-independent blocking of cpu::planBiasGrad, in fp64.
+at::Tensor biasGradCpu(at::Tensor const& g, at::Tensor const& bias)
+{
+    int64_t const n = g.numel();
+    at::Tensor src = g; // contiguous, viewed as [outer, channels, inner]
+    BiasSpec spec{1, 1};
+    BiasClass const cls = classify(g, bias);
+    if (cls.periodic)
+    {
+        spec = cls.spec;
+    }
+    else
+    {
+        // Bias dims that are not 1 go last, in order; the rest is summed: g becomes [rows, bias.numel()].
+        std::vector<int64_t> reduced;
+        std::vector<int64_t> kept;
+        int64_t const off = g.dim() - bias.dim();
+        for (int64_t d = 0; d < g.dim(); ++d)
+        {
+            (d >= off && bias.size(d - off) != 1 ? kept : reduced).push_back(d);
+        }
+        reduced.insert(reduced.end(), kept.begin(), kept.end());
+        src = g.permute(reduced).contiguous();
+        spec = BiasSpec{bias.numel(), 1};
+    }
+    at::Tensor db = at::empty(bias.sizes(), bias.options());
+    int64_t const block = spec.channels * spec.inner;
+    if (n > 0 && block == n && bias.numel() == n)
+    {
+        db.copy_(g.view(bias.sizes())); // a full-shape bias: nothing to sum
+        return db;
+    }
+    cpu::BiasGradPlan const plan = cpu::planBiasGrad(block > 0 ? n / block : 0, spec.channels, spec.inner);
+    std::vector<double> partial(static_cast<size_t>(plan.partials()));
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "swish_bias_grad_cpu", [&] {
+        scalar_t const* gp = src.const_data_ptr<scalar_t>();
+        scalar_t* dp = db.mutable_data_ptr<scalar_t>();
+        at::parallel_for(0, plan.tasks(), 1, [&](int64_t begin, int64_t end) {
+            for (int64_t t = begin; t < end; ++t)
+            {
+                cpu::biasGradTask<scalar_t, double>(gp, plan, t, partial.data());
+            }
+        });
+        at::parallel_for(0, plan.channels, kGRAIN,
+            [&](int64_t begin, int64_t end) { cpu::biasGradCombine<scalar_t, double>(plan, partial.data(), dp, begin, end); });
+    });
+    return db;
+}
+
 std::tuple<at::Tensor, at::Tensor> swishBackwardCpu(at::Tensor const& grad, at::Tensor const& x, at::Tensor const& bias)
 {
     checkBackward(grad, x, bias, /*allowDouble=*/true);
@@ -48,7 +99,7 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardCpu(at::Tensor const& grad, at::
         at::parallel_for(0, n, kGRAIN,
             [&](int64_t begin, int64_t end) { cpu::swishBackwardRange<scalar_t, Acc>(gp, xp, dp, begin, end); });
     });
-    return {dx, biasGrad(g, bias)};
+    return {dx, biasGradCpu(g, bias)};
 }
 
 } // namespace

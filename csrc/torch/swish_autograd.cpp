@@ -1,0 +1,260 @@
+// Autograd of torchtrt_swish::swish and swish_backward on the Autograd dispatch key, the way PyTorch's generated
+// VariableType kernels do it for its own ops: a graph node only when an input requires grad, the kernel below
+// autograd, and forward-mode AD (tangents of inputs -> tangent of the output, in differentiable ATen ops).
+//
+// In C++ rather than torch.library.register_autograd: a Python autograd kernel runs on every call outside
+// inference mode (several µs of host time, also when nothing requires grad), and its generated autograd.Function
+// supports neither forward AD nor the torch.func transforms. Being plain autograd, this works under functorch
+// (grad, jvp, jacrev, jacfwd, hessian; vmap rules live in ops.py), torch.compile / torch.export (AOTAutograd traces
+// through it) and in TorchScript.
+//
+// With f(x) = x * sigmoid(x), s = sigmoid(x):
+//   swish:          y = f(x) + b              dy = f'(x) dx + db (broadcast)
+//   swish_backward: dx = g f'(x), dbias = sum_to(g, bias.shape)
+//                   d(dx) = f'(x) dg + g f''(x) dx_in, d(dbias) = sum_to(dg)
+//   f' = s (1 + x (1 - s)) (ATen's silu_backward), f'' = s (1 - s) (2 + x (1 - 2 s)).
+#include <ATen/ExpandUtils.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/silu_backward.h>
+#include <c10/core/DispatchKeySet.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/saved_variable.h>
+#include <torch/library.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <type_traits>
+
+namespace torchtrt_swish {
+namespace {
+
+using torch::autograd::Node;
+using torch::autograd::SavedVariable;
+using torch::autograd::variable_list;
+
+// torch >= 2.13 holds graph nodes in c10::intrusive_ptr, earlier releases in std::shared_ptr with torch's deleteNode
+// (it frees long graphs without deep recursion); Edge::function has the type this torch uses.
+using NodePtr = decltype(torch::autograd::Edge::function);
+
+template <typename T>
+auto makeNode()
+{
+    if constexpr (std::is_same_v<NodePtr, std::shared_ptr<Node>>)
+    {
+        // Unqualified: found by argument-dependent lookup in torch::autograd, only on the torch versions that have it.
+        return std::shared_ptr<T>(new T(), [](T* n) { deleteNode(n); });
+    }
+    else
+    {
+        return c10::make_intrusive<T>();
+    }
+}
+
+using SwishFn = at::Tensor(at::Tensor const&, at::Tensor const&);
+using SwishBackwardFn = std::tuple<at::Tensor, at::Tensor>(at::Tensor const&, at::Tensor const&, at::Tensor const&);
+
+c10::TypedOperatorHandle<SwishFn> const& swishOp()
+{
+    static auto const op = c10::Dispatcher::singleton().findSchemaOrThrow("torchtrt_swish::swish", "").typed<SwishFn>();
+    return op;
+}
+
+c10::TypedOperatorHandle<SwishBackwardFn> const& swishBackwardOp()
+{
+    static auto const op
+        = c10::Dispatcher::singleton().findSchemaOrThrow("torchtrt_swish::swish_backward", "").typed<SwishBackwardFn>();
+    return op;
+}
+
+//! The forward-mode tangent of t at level 0 (functorch runs each of its levels as level 0 of its own wrappers).
+at::Tensor tangentOf(at::Tensor const& t)
+{
+    return t.defined() ? t._fw_grad(/*level=*/0) : at::Tensor();
+}
+
+//! t without its level-0 tangent, as ATen's formulas use primals (a tangent must not carry a tangent itself).
+at::Tensor primalOf(at::Tensor const& t)
+{
+    return t._fw_primal(/*level=*/0);
+}
+
+//! f''(x) for f(x) = x * sigmoid(x), in differentiable ops (higher derivatives keep working).
+at::Tensor siluSecondDerivative(at::Tensor const& x)
+{
+    at::Tensor const s = at::sigmoid(x);
+    return s * (1 - s) * (2 + x * (1 - 2 * s));
+}
+
+//! Grad node of swish: (dx, dbias) from the output's grad through the op's own backward kernel.
+struct SwishBackwardNode final : Node
+{
+    SavedVariable x;
+    SavedVariable bias;
+
+    variable_list apply(variable_list&& grads) override
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        variable_list out(2);
+        bool const wantX = task_should_compute_output(0);
+        bool const wantBias = task_should_compute_output(1);
+        if (!grads[0].defined() || !(wantX || wantBias))
+        {
+            return out;
+        }
+        auto [dx, dbias] = swishBackwardOp().call(grads[0], x.unpack(), bias.unpack());
+        out[0] = wantX ? dx : at::Tensor();
+        out[1] = wantBias ? dbias : at::Tensor();
+        return out;
+    }
+
+    std::string name() const override
+    {
+        return "torchtrt_swish::SwishBackward";
+    }
+
+    void release_variables() override
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        x.reset_data();
+        bias.reset_data();
+    }
+};
+
+//! Grad node of swish_backward (double backward): grads of (grad, x); bias only contributes its shape.
+struct SwishBackwardBackwardNode final : Node
+{
+    SavedVariable grad;
+    SavedVariable x;
+
+    variable_list apply(variable_list&& grads) override
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        at::Tensor const& gDx = grads[0];
+        at::Tensor const& gDbias = grads[1];
+        variable_list out(2);
+        if (!gDx.defined() && !gDbias.defined())
+        {
+            return out;
+        }
+        at::Tensor const xs = x.unpack();
+        if (task_should_compute_output(0))
+        {
+            at::Tensor dGrad = gDx.defined() ? at::silu_backward(gDx, xs) : at::Tensor();
+            if (gDbias.defined())
+            {
+                at::Tensor const spread = gDbias.expand_symint(xs.sym_sizes());
+                dGrad = dGrad.defined() ? dGrad + spread : spread;
+            }
+            out[0] = dGrad;
+        }
+        if (task_should_compute_output(1) && gDx.defined())
+        {
+            out[1] = gDx * grad.unpack() * siluSecondDerivative(xs);
+        }
+        return out;
+    }
+
+    std::string name() const override
+    {
+        return "torchtrt_swish::SwishBackwardBackward";
+    }
+
+    void release_variables() override
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        grad.reset_data();
+        x.reset_data();
+    }
+};
+
+at::Tensor swishAutograd(c10::DispatchKeySet ks, at::Tensor const& x, at::Tensor const& bias)
+{
+    decltype(makeNode<SwishBackwardNode>()) node;
+    if (torch::autograd::compute_requires_grad(x, bias))
+    {
+        node = makeNode<SwishBackwardNode>();
+        node->set_next_edges(torch::autograd::collect_next_edges(x, bias));
+        node->x = SavedVariable(x, /*is_output=*/false);
+        node->bias = SavedVariable(bias, /*is_output=*/false);
+    }
+    at::Tensor y;
+    {
+        at::AutoDispatchBelowADInplaceOrView guard;
+        y = swishOp().redispatch(ks & c10::after_autograd_keyset, x, bias);
+    }
+    if (node)
+    {
+        torch::autograd::set_history(y, NodePtr(node));
+    }
+    at::Tensor const xT = tangentOf(x);
+    at::Tensor const bT = tangentOf(bias);
+    if (xT.defined() || bT.defined())
+    {
+        at::Tensor yT = xT.defined() ? at::silu_backward(xT, primalOf(x)) : bT.expand_symint(y.sym_sizes());
+        if (xT.defined() && bT.defined())
+        {
+            yT = yT + bT;
+        }
+        y._set_fw_grad(yT, /*level=*/0, /*is_inplace_op=*/false);
+    }
+    return y;
+}
+
+std::tuple<at::Tensor, at::Tensor> swishBackwardAutograd(
+    c10::DispatchKeySet ks, at::Tensor const& grad, at::Tensor const& x, at::Tensor const& bias)
+{
+    decltype(makeNode<SwishBackwardBackwardNode>()) node;
+    if (torch::autograd::compute_requires_grad(grad, x))
+    {
+        node = makeNode<SwishBackwardBackwardNode>();
+        node->set_next_edges(torch::autograd::collect_next_edges(grad, x));
+        node->grad = SavedVariable(grad, /*is_output=*/false);
+        node->x = SavedVariable(x, /*is_output=*/false);
+    }
+    at::Tensor dx;
+    at::Tensor dbias;
+    {
+        at::AutoDispatchBelowADInplaceOrView guard;
+        std::tie(dx, dbias) = swishBackwardOp().redispatch(ks & c10::after_autograd_keyset, grad, x, bias);
+    }
+    if (node)
+    {
+        NodePtr const base(node);
+        torch::autograd::set_history(dx, base);
+        torch::autograd::set_history(dbias, base);
+    }
+    at::Tensor const gT = tangentOf(grad);
+    at::Tensor const xT = tangentOf(x);
+    if (gT.defined() || xT.defined())
+    {
+        at::Tensor const xP = primalOf(x);
+        at::Tensor dxT = gT.defined() ? at::silu_backward(gT, xP) : at::Tensor();
+        if (xT.defined())
+        {
+            at::Tensor const term = xT * primalOf(grad) * siluSecondDerivative(xP);
+            dxT = dxT.defined() ? dxT + term : term;
+        }
+        dx._set_fw_grad(dxT, /*level=*/0, /*is_inplace_op=*/false);
+        if (gT.defined())
+        {
+            dbias._set_fw_grad(
+                at::sum_to(gT, bias.sym_sizes(), /*always_return_non_view=*/true), /*level=*/0, /*is_inplace_op=*/false);
+        }
+    }
+    return {dx, dbias};
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(torchtrt_swish, Autograd, m)
+{
+    m.impl("swish", &swishAutograd);
+    m.impl("swish_backward", &swishBackwardAutograd);
+}
+
+} // namespace torchtrt_swish
