@@ -44,8 +44,9 @@ SCENARIOS = {
     "load_plugin then cdll": ["load_plugin", "cdll"],
     "cdll then load_plugin": ["cdll", "load_plugin"],
     "errors then load_plugin": ["missing", "not_a_plugin", "load_plugin", "load_library"],
+    "load_plugin from threads": ["load_plugin_threads", "load_library"],
 }
-LOADING_STEPS = {"load_plugin", "cdll", "load_library"}
+LOADING_STEPS = {"load_plugin", "load_plugin_threads", "cdll", "load_library"}
 # What createPlugin must refuse, and the reason it gives (from the creator's field validation).
 BAD_FIELDS = {
     "length 2": "field 'bias' must have length 1, got 2",
@@ -155,6 +156,12 @@ def test_load_plugin_returns_the_creator_and_is_idempotent(version):
         for step in _steps(version, name):
             if step["step"] == "load_plugin":
                 assert step["returned"] == IDENTITY, name
+
+
+def test_load_plugin_from_many_threads_loads_once(version):
+    threads, again = _steps(version, "load_plugin from threads")
+    assert threads["returned"] == [IDENTITY] and threads["count"] == 1
+    assert again["handle"] is False, "the threads' load must have gone through the registry's load_library"
 
 
 def test_the_registry_refuses_a_second_load_library(version):

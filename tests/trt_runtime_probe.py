@@ -5,13 +5,15 @@ It only observes; the test decides what is right. It imports torchtrt_swish/plug
 holds TensorRT and the plugin library but not torch.
 
 usage: trt_runtime_probe.py STEPS [--logger]
-  STEPS    comma-separated: load_plugin (torchtrt_swish.plugin.load_plugin), cdll (ctypes.CDLL of the library, what
+  STEPS    comma-separated: load_plugin (torchtrt_swish.plugin.load_plugin), load_plugin_threads (16 calls of it
+           from 8 threads at once), cdll (ctypes.CDLL of the library, what
            Polygraphy --plugins does), load_library (the registry's own load_library), missing (load_plugin of a
            path that does not exist), not_a_plugin (load_plugin of a shared library without the plugin entry points)
   --logger create trt.Runtime with a Python ILogger subclass first (needs a GPU) and report what it captured
 """
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import importlib.util
 import json
@@ -63,6 +65,10 @@ def main(argv: list[str]) -> dict:
         if step == "load_plugin":
             creator = plugin.load_plugin(trt)
             entry["returned"] = [creator.name, creator.plugin_version, creator.plugin_namespace]
+        elif step == "load_plugin_threads":
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                creators = list(pool.map(lambda _: plugin.load_plugin(trt), range(16)))
+            entry["returned"] = sorted({(c.name, c.plugin_version, c.plugin_namespace) for c in creators})
         elif step == "cdll":
             ctypes.CDLL(lib)
         elif step == "load_library":
