@@ -19,9 +19,10 @@ LIBRARY_NAME = "libtorchtrt_swish_plugin.so"
 # names, other types or lengths and null data (returns nullptr and logs); getFieldsToSerialize returns exactly this.
 PLUGIN_FIELDS = {"bias": ("float32", 1)}
 
-# The Python modules of TensorRT's runtimes, in order of preference: the full TensorRT (wheel `tensorrt`), the lean
-# runtime (wheel tensorrt-lean-cu13-bindings) and the dispatch runtime (tensorrt-dispatch-cu13-bindings).
-TENSORRT_MODULES = ("tensorrt", "tensorrt_lean_bindings", "tensorrt_dispatch_bindings")
+# The Python modules of TensorRT's runtimes, in order of preference (as the cu13 wheels name them): the full TensorRT
+# (`tensorrt`, the frontend over tensorrt-cu13-bindings' `tensorrt_bindings`), the lean runtime
+# (tensorrt-lean-cu13-bindings) and the dispatch runtime (tensorrt-dispatch-cu13-bindings).
+TENSORRT_MODULES = ("tensorrt", "tensorrt_bindings", "tensorrt_lean_bindings", "tensorrt_dispatch_bindings")
 
 _LOAD_LOCK = threading.RLock()
 # Library handles by registry: kept for the process lifetime, engines may deserialize the plugin at any time.
