@@ -203,6 +203,30 @@ def test_get_creator_skips_a_creator_that_registered_itself(monkeypatch):
     assert not [c for c in rec.calls if c[0] == "load_library"], "a dlopen-registered creator must not be reloaded"
 
 
+def test_load_plugin_without_any_tensorrt_names_what_it_tried(monkeypatch):
+    for name in plugin.TENSORRT_MODULES:
+        monkeypatch.setitem(sys.modules, name, None)  # makes the import fail even where the module exists
+    with pytest.raises(plugin.PluginLoadError) as info:
+        plugin.load_plugin()
+    assert all(f"{name}: " in str(info.value) for name in plugin.TENSORRT_MODULES), str(info.value)
+
+
+def test_tensorrt_module_prefers_a_runtime_already_imported(monkeypatch):
+    for name in plugin.TENSORRT_MODULES:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    lean = _fake_module(monkeypatch, "tensorrt_lean_bindings")
+    assert plugin.tensorrt_module() is lean
+
+
+def test_load_plugin_reports_a_library_the_registry_refuses(monkeypatch, tmp_path):
+    rec = _Recorder()
+    rec.registry.load_library = lambda path: None  # TensorRT's answer for a file that is no plugin library
+    lib = tmp_path / "not_a_plugin.so"
+    lib.write_bytes(b"")
+    with pytest.raises(plugin.PluginLoadError, match=f"refused to load {lib}"):
+        plugin.load_plugin(types.SimpleNamespace(get_plugin_registry=lambda: rec.registry), lib)
+
+
 def test_field_collection_matches_the_plugin_field_contract():
     # Two-input form: bias travels as a tensor, so the one-input form's `bias` field must not be sent as well.
     assert converter.plugin_fields() == ()
