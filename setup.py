@@ -55,7 +55,8 @@ class BuildNative(BuildExtension):
 
 ext_kwargs = dict(
     name="torchtrt_swish._C",
-    sources=["csrc/torch/swish_op.cpp", "csrc/torch/swish_autograd.cpp"] + (["csrc/torch/swish_cuda.cpp"] if WITH_CUDA else []),
+    sources=["csrc/torch/swish_op.cpp", "csrc/torch/swish_autograd.cpp"]
+    + (["csrc/torch/swish_cuda.cpp"] if WITH_CUDA else []),
     include_dirs=[str(ROOT / "csrc")],
     extra_compile_args={"cxx": ["-O3"]},
 )

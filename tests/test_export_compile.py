@@ -1,5 +1,10 @@
-"""The op survives torch.export (one node per use, no decomposition) and torch.compile (no graph breaks)."""
+"""The op survives torch.export (one node per use, no decomposition) and torch.compile (no graph breaks, and
+inductor sees its math so it fuses with its neighbours)."""
 from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -94,3 +99,99 @@ def test_efficient_swish_per_channel_bias_learns():
         loss.backward()
         opt.step()
     torch.testing.assert_close(m.bias.detach().view(3), torch.tensor([1.0, -2.0, 0.5]), atol=1e-3, rtol=0)
+
+
+# ----------------------------------------------------------------------------- inductor fuses, export keeps the node
+
+
+def _compiled_code(fn, *args):
+    """(result, generated source of every graph compiled while running fn(*args) and its backward)."""
+    from torch._inductor.utils import run_and_get_code
+
+    def step():
+        out = fn(*args)
+        out.sum().backward()
+        return out
+
+    return run_and_get_code(step)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_inductor_fuses_swish_with_neighbours_forward_and_backward(dtype):
+    """With the default backend the op is decomposed (ops.register_inductor_decompositions): the generated code
+    calls neither swish nor swish_backward, the forward is one fused kernel with the mul/add around it, and the
+    results match eager. Fails if a torch release stops reading inductor's decomposition table."""
+    torch._dynamo.reset()
+    b = torch.linspace(-1, 1, 4, dtype=dtype).view(4, 1, 1).requires_grad_()
+
+    def f(x):
+        return torchtrt_swish.swish(x * 2 + 1, b) * 3
+
+    x = torch.randn(2, 4, 5, 5, dtype=dtype, requires_grad=True)
+    y, codes = _compiled_code(torch.compile(f, fullgraph=True, dynamic=True), x)
+    assert len(codes) == 2, "expected a forward and a backward graph"
+    for code in codes:
+        assert "torch.ops.torchtrt_swish" not in code, code
+    assert codes[0].count("async_compile.cpp_pybinding(") == 1, codes[0]
+    x_grad, b_grad = x.grad.clone(), b.grad.clone()
+    x.grad = b.grad = None
+    y_eager = f(x)
+    y_eager.sum().backward()
+    tol = {torch.float32: 1e-5, torch.bfloat16: 2e-2}[dtype]
+    torch.testing.assert_close(y, y_eager, rtol=tol, atol=tol)
+    torch.testing.assert_close(x_grad, x.grad, rtol=tol, atol=tol)
+    torch.testing.assert_close(b_grad, b.grad, rtol=tol, atol=5 * tol * x.numel() ** 0.5)
+
+
+def test_inductor_decomposition_also_after_an_earlier_compile():
+    """Something compiled before the op's first trace already built inductor's cached table; the op must still be
+    decomposed (a fresh process, so the registration really happens after that first compile)."""
+    script = textwrap.dedent("""
+        import torch, torchtrt_swish
+        from torch._inductor.utils import run_and_get_code
+        torch.compile(lambda t: torch.sin(t) + 1)(torch.randn(8))
+        assert not torchtrt_swish.ops._inductor_decompositions_registered
+        f = torch.compile(lambda t: torchtrt_swish.swish(t, torch.ones(1)) * 2)
+        _, codes = run_and_get_code(f, torch.randn(8))
+        assert codes and all("torch.ops.torchtrt_swish" not in c for c in codes), codes
+        print("decomposed")
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "decomposed" in r.stdout, r.stdout + r.stderr
+
+
+def test_export_keeps_one_node_per_use_with_inductor_decompositions_registered():
+    """The inductor table is inductor's alone: export (and Torch-TensorRT, which builds its table from torch's
+    ATen decompositions plus its own) still get one torchtrt_swish.swish node per use."""
+    torchtrt_swish.ops.register_inductor_decompositions()
+    op = torch.ops.torchtrt_swish.swish.default
+    assert op not in torch._decomp.decomposition_table
+    assert op not in torch.export.default_decompositions()
+    ep = torch.export.export(TwoUses(), (torch.randn(2, 4, 5, 5),))
+    assert len(_swish_nodes(ep.graph_module)) == 2
+    assert len(_swish_nodes(ep.run_decompositions().graph_module)) == 2
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_inductor_fuses_swish_cuda(dtype):
+    """The same on the GPU: Triton code without a call to our op, forward and backward, results as eager."""
+    torch._dynamo.reset()
+    b = torch.linspace(-1, 1, 8, device="cuda", dtype=dtype).view(8, 1, 1).requires_grad_()
+
+    def f(x):
+        return torchtrt_swish.swish(x * 2 + 1, b) * 3
+
+    x = torch.randn(4, 8, 7, 7, device="cuda", dtype=dtype, requires_grad=True)
+    y, codes = _compiled_code(torch.compile(f, fullgraph=True), x)
+    assert len(codes) == 2
+    for code in codes:
+        assert "torch.ops.torchtrt_swish" not in code, code
+    x_grad, b_grad = x.grad.clone(), b.grad.clone()
+    x.grad = b.grad = None
+    y_eager = f(x)
+    y_eager.sum().backward()
+    tol = {torch.float32: 1e-5, torch.float16: 5e-3, torch.bfloat16: 2e-2}[dtype]
+    torch.testing.assert_close(y, y_eager, rtol=tol, atol=tol)
+    torch.testing.assert_close(x_grad, x.grad, rtol=tol, atol=tol)
+    torch.testing.assert_close(b_grad, b.grad, rtol=tol, atol=5 * tol * x.numel() ** 0.5)

@@ -173,6 +173,206 @@ def test_backward_is_not_the_seed_sigmoid_derivative():
     assert abs(x.grad.item() - float(s * (1 - s))) > 0.5
 
 
+# ----------------------------------------------------------------------------- forward AD and torch.func
+#
+# References are the same transforms applied to the plain formula F.silu(x) + b in fp64 on the CPU (PyTorch's own
+# derivatives), never our kernels.
+
+
+def _plain(x, b):
+    return F.silu(x) + b
+
+
+def _func_cases():
+    """Small fp64 samples (Jacobians and Hessians are numel^2) over every bias layout, 0-d and views included."""
+    return [s for s in sample_inputs("cpu", torch.float64) if 0 < s.x.numel() <= 256]
+
+
+def _fp64_cpu(*ts):
+    return tuple(t.detach().to("cpu", torch.float64) for t in ts)
+
+
+@pytest.mark.parametrize("sample", _func_cases(), ids=lambda s: s.name)
+def test_jvp_matches_fp64_reference(sample):
+    """Tangent of y for tangents on x and bias, on x only, on bias only (issue 14: it was silently zero)."""
+    x, b = sample.x, sample.bias
+    tx, tb = torch.randn_like(x), torch.randn_like(b)
+    for tangents in ((tx, tb), (tx, torch.zeros_like(b)), (torch.zeros_like(x), tb)):
+        y, t = torch.func.jvp(torchtrt_swish.swish, (x, b), tangents)
+        y_ref, t_ref = torch.func.jvp(_plain, (x, b), tangents)
+        torch.testing.assert_close(y, y_ref)
+        torch.testing.assert_close(t, t_ref)
+        assert t.abs().sum() > 0
+
+
+def test_forward_ad_dual_api_gives_the_tangent():
+    """torch.autograd.forward_ad: the output's tangent exists and is dy = s (1 + x (1 - s)) dx + db."""
+    import torch.autograd.forward_ad as fwAD
+
+    x = torch.randn(4, 3, dtype=torch.float64)
+    b = torch.randn(3, dtype=torch.float64)
+    tx, tb = torch.randn_like(x), torch.randn_like(b)
+    for with_bias_tangent in (False, True):
+        with fwAD.dual_level():
+            bias = fwAD.make_dual(b, tb) if with_bias_tangent else b
+            t = fwAD.unpack_dual(torchtrt_swish.swish(fwAD.make_dual(x, tx), bias)).tangent
+        assert t is not None
+        s = torch.sigmoid(x)
+        want = tx * s * (1 + x * (1 - s)) + (tb if with_bias_tangent else 0)
+        torch.testing.assert_close(t, want)
+
+
+@pytest.mark.parametrize("sample", _func_cases()[:8], ids=lambda s: s.name)
+def test_jacfwd_jacrev_hessian_match_fp64_reference(sample):
+    x, b = sample.x, sample.bias
+    for transform in (torch.func.jacfwd, torch.func.jacrev):
+        got = transform(torchtrt_swish.swish, argnums=(0, 1))(x, b)
+        want = transform(_plain, argnums=(0, 1))(x, b)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w)
+
+    def loss(f):
+        return lambda a, c: (f(a, c) ** 2).sum()  # second derivatives in x, in bias and across them
+
+    got = torch.func.hessian(loss(torchtrt_swish.swish), argnums=(0, 1))(x, b)
+    want = torch.func.hessian(loss(_plain), argnums=(0, 1))(x, b)
+    for g_row, w_row in zip(got, want):
+        for g, w in zip(g_row, w_row):
+            torch.testing.assert_close(g, w)
+
+
+@pytest.mark.parametrize("sample", _func_cases()[:8], ids=lambda s: s.name)
+def test_grad_and_per_sample_grads_match_fp64_reference(sample):
+    """torch.func.grad, and vmap(grad) with a per-example bias and with a shared bias."""
+    x, b = sample.x, sample.bias
+
+    def loss(f):
+        return lambda a, c: (f(a, c) * torch.arange(1.0, a.numel() + 1, dtype=a.dtype).view(a.shape)).sum()
+
+    for g, w in zip(torch.func.grad(loss(torchtrt_swish.swish), argnums=(0, 1))(x, b),
+                    torch.func.grad(loss(_plain), argnums=(0, 1))(x, b)):
+        torch.testing.assert_close(g, w)
+    xs = torch.stack([x, 0.5 * x, -x])
+    bs = torch.stack([b, 2 * b, b - 1])
+    for in_dims, bias in (((0, 0), bs), ((0, None), b)):
+        got = torch.func.vmap(torch.func.grad(loss(torchtrt_swish.swish), argnums=(0, 1)), in_dims=in_dims)(xs, bias)
+        want = torch.func.vmap(torch.func.grad(loss(_plain), argnums=(0, 1)), in_dims=in_dims)(xs, bias)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w)
+
+
+@pytest.mark.parametrize("sample", _func_cases()[:8], ids=lambda s: s.name)
+def test_vmap_and_reverse_over_forward(sample):
+    x, b = sample.x, sample.bias
+    xs, bs = torch.stack([x, -x]), torch.stack([b, b + 1])
+    torch.testing.assert_close(torch.func.vmap(torchtrt_swish.swish)(xs, bs), torch.func.vmap(_plain)(xs, bs))
+    torch.testing.assert_close(torch.func.vmap(torchtrt_swish.swish, in_dims=(None, 0))(x, bs),
+                               torch.func.vmap(_plain, in_dims=(None, 0))(x, bs))
+    t = torch.randn_like(x)
+
+    def jvp_sum(f):
+        return lambda a: torch.func.jvp(lambda u: f(u, b), (a,), (t,))[1].sum()
+
+    torch.testing.assert_close(torch.func.grad(jvp_sum(torchtrt_swish.swish))(x), torch.func.grad(jvp_sum(_plain))(x))
+
+
+@pytest.mark.parametrize("sample", _fp64_layouts()[:12], ids=lambda s: s.name)
+def test_gradcheck_forward_mode_and_batched(sample):
+    """Finite differences against forward AD, vmapped grads and forward-over-reverse, including the bias."""
+    x = sample.x.detach().clone().requires_grad_()
+    b = sample.bias.detach().clone().requires_grad_()
+    assert torch.autograd.gradcheck(torchtrt_swish.swish, (x, b), check_forward_ad=True, check_batched_grad=True,
+                                    check_batched_forward_grad=True)
+    assert torch.autograd.gradgradcheck(torchtrt_swish.swish, (x, b), check_fwd_over_rev=True,
+                                        check_batched_grad=True)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_forward_ad_and_func_transforms_cuda(dtype):
+    """jvp, jacrev and vmap(grad) on the GPU kernels against the fp64 CPU reference."""
+    x = (torch.randn(4, 6, 5, dtype=torch.float64) * 4).to("cuda", dtype)
+    b = torch.randn(6, 1, dtype=torch.float64).to("cuda", dtype)
+    tx, tb = torch.randn_like(x), torch.randn_like(b)
+    y, t = torch.func.jvp(torchtrt_swish.swish, (x, b), (tx, tb))
+    _, t_ref = torch.func.jvp(_plain, _fp64_cpu(x, b), _fp64_cpu(tx, tb))
+    # One rounding of the tangent in the output type, plus fp32 math on terms of size |tx| * 1.1 and |tb|.
+    tol = torch.finfo(dtype).eps * (t_ref.abs() + 1.1 * tx.double().cpu().abs() + tb.double().cpu().abs())
+    assert ((t.double().cpu() - t_ref).abs() <= tol + 1e-30).all()
+    if dtype == torch.float32:
+        jx, jb = torch.func.jacrev(torchtrt_swish.swish, argnums=(0, 1))(x, b)
+        jx_ref, jb_ref = torch.func.jacrev(_plain, argnums=(0, 1))(*_fp64_cpu(x, b))
+        torch.testing.assert_close(jx.double().cpu(), jx_ref, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(jb.double().cpu(), jb_ref, rtol=1e-5, atol=1e-6)
+        xs, bs = torch.stack([x, -x]), torch.stack([b, b + 1])
+        loss = lambda f: lambda a, c: (f(a, c) ** 2).sum()  # noqa: E731
+        got = torch.func.vmap(torch.func.grad(loss(torchtrt_swish.swish), argnums=(0, 1)))(xs, bs)
+        want = torch.func.vmap(torch.func.grad(loss(_plain), argnums=(0, 1)))(*_fp64_cpu(xs, bs))
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g.double().cpu(), w, rtol=1e-4, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------- dbias: same bits on any thread count
+
+# The issue's case (scalar bf16 bias over [64, 16, 32, 32] gave 720/720/724 on 1/2/3 threads) and each reduction
+# shape: dim-1 per-channel, last-dim per-channel, rows of a long inner run, a materialized block, 0-d, full.
+BIAS_GRAD_SHAPES = [((64, 16, 32, 32), (1,)), ((64, 16, 32, 32), (16, 1, 1)), ((512, 300), (300,)),
+                    ((3, 5, 40000), (5, 1)), ((8, 6, 40, 50), (6, 1, 50)), ((2, 70001), ()), ((400, 301), (400, 301))]
+
+
+@pytest.mark.parametrize("shape,bshape", BIAS_GRAD_SHAPES, ids=str)
+def test_bias_grad_same_bits_for_any_thread_count(shape, bshape):
+    """dbias on the CPU: identical bits with 1, 2, 3 and 4 threads, and the fp64 sum rounded once."""
+    gen = torch.Generator().manual_seed(14)
+    g64 = torch.randn(shape, generator=gen, dtype=torch.float64) + 0.25  # a mean, so sums grow and round
+    x64 = torch.randn(shape, generator=gen, dtype=torch.float64)
+    threads = torch.get_num_threads()
+    try:
+        for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
+            g, x = g64.to(dtype), x64.to(dtype)
+            b = torch.zeros(bshape, dtype=dtype)
+            results = []
+            for n in (1, 2, 3, 4):
+                torch.set_num_threads(n)
+                results.append(torch.ops.torchtrt_swish.swish_backward(g, x, b)[1])
+            for r in results[1:]:
+                assert torch.equal(r, results[0]), f"{dtype}: dbias differs with the thread count"
+            gd = g.double()
+            want = gd.sum_to_size(bshape) if bshape else gd.sum()
+            n_terms = max(g.numel() // max(b.numel(), 1), 1)
+            # Correctly rounded up to the fp64 accumulation error: half an output ulp (one allowed).
+            tol = (torch.finfo(dtype).eps * want.abs() + n_terms * torch.finfo(torch.float64).eps
+                   * gd.abs().sum_to_size(bshape if bshape else ()) + torch.finfo(dtype).tiny)
+            got = results[0].double()
+            fits = want.abs() <= torch.finfo(dtype).max  # a larger sum rounds to inf of its sign
+            assert ((got - want).abs() <= tol)[fits].all(), dtype
+            assert torch.equal(got[~fits], want[~fits].sign() * float("inf")), dtype
+    finally:
+        torch.set_num_threads(threads)
+
+
+# ----------------------------------------------------------------------------- TorchScript
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning")
+def test_torchscript_scripting_matches_eager():
+    """torch.jit.script compiles swish() and EfficientSwish; outputs and gradients equal the eager ones."""
+    scripted = torch.jit.script(torchtrt_swish.swish)
+    x = torch.randn(2, 3, 4, 5)
+    b = torch.randn(3, 1, 1)
+    assert torch.equal(scripted(x, b), torchtrt_swish.swish(x, b))
+    assert torch.equal(scripted(x, 0.5), torchtrt_swish.swish(x, 0.5))
+    eager = torchtrt_swish.EfficientSwish(0.5, bias_shape=(3, 1, 1))
+    module = torch.jit.script(torchtrt_swish.EfficientSwish(0.5, bias_shape=(3, 1, 1)))
+    xe, xs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ye, ys = eager(xe), module(xs)
+    assert torch.equal(ye, ys)
+    g = torch.randn_like(ye)
+    ye.backward(g)
+    ys.backward(g)
+    assert torch.equal(xe.grad, xs.grad) and torch.equal(eager.bias.grad, module.bias.grad)
+
+
 # ----------------------------------------------------------------------------- property-based
 
 

@@ -12,12 +12,11 @@
 //   swish:          y = f(x) + b              dy = f'(x) dx + db (broadcast)
 //   swish_backward: dx = g f'(x), dbias = sum_to(g, bias.shape)
 //                   d(dx) = f'(x) dg + g f''(x) dx_in, d(dbias) = sum_to(dg)
-//   f' = s (1 + x (1 - s)) (ATen's silu_backward), f'' = s (1 - s) (2 + x (1 - 2 s)).
+//   f' = s (1 + x (1 - s)), f'' = s (1 - s) (2 + x (1 - 2 s)).
 #include <ATen/ExpandUtils.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/sigmoid.h>
-#include <ATen/ops/silu_backward.h>
 #include <c10/core/DispatchKeySet.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
@@ -83,7 +82,18 @@ at::Tensor primalOf(at::Tensor const& t)
     return t._fw_primal(/*level=*/0);
 }
 
-//! f''(x) for f(x) = x * sigmoid(x), in differentiable ops (higher derivatives keep working).
+// The formulas use plain differentiable ops, not ATen's silu_backward: that op has no derivative of its own (ATen's
+// silu switches to a composite formula when a graph is being built), and these results may be differentiated again
+// in either mode (hessian, jacfwd of jacfwd, grad of jvp).
+
+//! f'(x) for f(x) = x * sigmoid(x).
+at::Tensor siluFirstDerivative(at::Tensor const& x)
+{
+    at::Tensor const s = at::sigmoid(x);
+    return s * (1 + x * (1 - s));
+}
+
+//! f''(x) for f(x) = x * sigmoid(x).
 at::Tensor siluSecondDerivative(at::Tensor const& x)
 {
     at::Tensor const s = at::sigmoid(x);
@@ -144,7 +154,7 @@ struct SwishBackwardBackwardNode final : Node
         at::Tensor const xs = x.unpack();
         if (task_should_compute_output(0))
         {
-            at::Tensor dGrad = gDx.defined() ? at::silu_backward(gDx, xs) : at::Tensor();
+            at::Tensor dGrad = gDx.defined() ? gDx * siluFirstDerivative(xs) : at::Tensor();
             if (gDbias.defined())
             {
                 at::Tensor const spread = gDbias.expand_symint(xs.sym_sizes());
@@ -195,7 +205,7 @@ at::Tensor swishAutograd(c10::DispatchKeySet ks, at::Tensor const& x, at::Tensor
     at::Tensor const bT = tangentOf(bias);
     if (xT.defined() || bT.defined())
     {
-        at::Tensor yT = xT.defined() ? at::silu_backward(xT, primalOf(x)) : bT.expand_symint(y.sym_sizes());
+        at::Tensor yT = xT.defined() ? xT * siluFirstDerivative(primalOf(x)) : bT.expand_symint(y.sym_sizes());
         if (xT.defined() && bT.defined())
         {
             yT = yT + bT;
@@ -233,7 +243,7 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardAutograd(
     if (gT.defined() || xT.defined())
     {
         at::Tensor const xP = primalOf(x);
-        at::Tensor dxT = gT.defined() ? at::silu_backward(gT, xP) : at::Tensor();
+        at::Tensor dxT = gT.defined() ? gT * siluFirstDerivative(xP) : at::Tensor();
         if (xT.defined())
         {
             at::Tensor const term = xT * primalOf(grad) * siluSecondDerivative(xP);
@@ -242,8 +252,8 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardAutograd(
         dx._set_fw_grad(dxT, /*level=*/0, /*is_inplace_op=*/false);
         if (gT.defined())
         {
-            dbias._set_fw_grad(
-                at::sum_to(gT, bias.sym_sizes(), /*always_return_non_view=*/true), /*level=*/0, /*is_inplace_op=*/false);
+            at::Tensor const dbiasT = at::sum_to(gT, bias.sym_sizes(), /*always_return_non_view=*/true);
+            dbias._set_fw_grad(dbiasT, /*level=*/0, /*is_inplace_op=*/false);
         }
     }
     return {dx, dbias};

@@ -78,8 +78,9 @@ at::Tensor biasGradCpu(at::Tensor const& g, at::Tensor const& bias)
                 cpu::biasGradTask<scalar_t, double>(gp, plan, t, partial.data());
             }
         });
-        at::parallel_for(0, plan.channels, kGRAIN,
-            [&](int64_t begin, int64_t end) { cpu::biasGradCombine<scalar_t, double>(plan, partial.data(), dp, begin, end); });
+        at::parallel_for(0, plan.channels, kGRAIN, [&](int64_t begin, int64_t end) {
+            cpu::biasGradCombine<scalar_t, double>(plan, partial.data(), dp, begin, end);
+        });
     });
     return db;
 }
