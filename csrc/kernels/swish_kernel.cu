@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <numeric>
 
 namespace torchtrt_swish {
 namespace {
@@ -17,19 +19,30 @@ constexpr int kTHREADS = 256;
 // Independent 16-byte packs per thread per iteration of the backward kernels: enough bytes in flight to cover HBM
 // latency.
 constexpr int kUNROLL = 4;
-// Forward launch shapes, measured on the H200 (benchmarks/RESULTS.md): up to kFWD_SMALL_PACKS packs one pack per
-// thread in 256-thread blocks (the most threads, hence the most loads in flight, for a tensor that cannot fill
-// the chip); above, two packs per thread in 128-thread blocks, which streamed 2-5 % faster at 2^28 elements than
-// four packs in 256-thread blocks.
+// Forward launch shapes: up to kFWD_SMALL_PACKS packs one pack per thread in 256-thread blocks (the most threads,
+// hence the most loads in flight, for a tensor that cannot fill the chip); above, two packs per thread in 128-thread
+// blocks, which streamed faster at 2^28 elements on the H200 than four packs in 256-thread blocks
+// (docs/performance-notes.md).
 constexpr int64_t kFWD_SMALL_PACKS = int64_t{1} << 18;
 // fp16/bf16 tensors of at most this many 16-byte packs (2^20 elements) go through the small kernel with 8-byte
-// packs instead: twice the threads, each with half the math ahead of its store. At 2^16-2^18 elements that took
-// 0.05-0.12 us off ~1.5 us in five H200 runs; 2^20 gained 0.02-0.09 us once the reciprocal lost its subnormal
-// handling (v17); fp32 lost at every size (benchmarks/RESULTS.md, v14, v17).
+// packs instead: twice the threads, each with half the math ahead of its store, which shortens a launch that cannot
+// fill the chip. fp32 has half the elements per byte and lost at every size with narrow packs.
 constexpr int64_t kFWD_HALF_NARROW_PACKS = int64_t{1} << 17;
 // Backward kernels hold two input packs per unrolled step; without a cap bf16 reached 121 registers (two
 // blocks per SM). Three resident blocks (<= 85 registers, no spills) keep more loads in flight.
 constexpr int kMIN_BLOCKS = 3;
+
+// TORCHTRT_SWISH_LEGACY_LAYOUTS=1 selects the layout paths that came before the planes backward and the two-channel
+// forward packs (per-element bias lookup for planes that are not whole packs; the rows kernel for dim-1 planes of
+// >= 512 elements and an unfused backward below), so that one build can be measured both ways. Read once.
+bool legacyLayouts()
+{
+    static bool const kLEGACY = [] {
+        char const* v = std::getenv("TORCHTRT_SWISH_LEGACY_LAYOUTS");
+        return v != nullptr && v[0] == '1';
+    }();
+    return kLEGACY;
+}
 
 template <typename T>
 struct Cvt;
@@ -252,6 +265,12 @@ struct FastDiv
         }
         return n / d;
     }
+
+    // n / d for callers that know n and d fit in 32 bits (block-local offsets).
+    __device__ __forceinline__ uint32_t div32(uint32_t n) const
+    {
+        return static_cast<uint32_t>((static_cast<uint64_t>(__umulhi(n, mul)) + n) >> shift);
+    }
 };
 
 enum class Mode : int
@@ -261,14 +280,15 @@ enum class Mode : int
     kLAST_VEC,    // bias[i % C], C a multiple of the pack width: one 16-byte bias load per pack
     kLAST_FIXED,  // as kLAST_VEC with C / width dividing the block size: bias loaded once per thread
     kUNIFORM_VEC, // bias[(i / inner) % C], inner a multiple of the pack width: one bias value per pack
+    kSPAN2,       // bias[(i / inner) % C], inner >= the pack width: a pack spans at most two channels
     kPERIODIC     // bias[(i / inner) % C], anything else: per-element lookup
 };
 
 struct FwdParams
 {
     BiasSpec spec;
-    FastDiv byPacksPerRow; // kLAST_VEC: C / kVEC;  kUNIFORM_VEC: inner / kVEC
-    FastDiv byChannels;    // kUNIFORM_VEC: C
+    FastDiv byPacksPerRow; // kLAST_VEC: C / kVEC;  kUNIFORM_VEC: inner / kVEC;  kSPAN2: inner
+    FastDiv byChannels;    // kUNIFORM_VEC, kSPAN2: C
     int64_t offset;        // flat index of element 0 (scalar tail launches)
 };
 
@@ -319,6 +339,23 @@ __device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalar
         for (int k = 0; k < kVEC; ++k)
         {
             out[k] = b;
+        }
+    }
+    else if constexpr (kMODE == Mode::kSPAN2)
+    {
+        // NCHW-like planes whose length is not a multiple of the pack (7x7, 14x14 in fp16): the pack's first
+        // `split` elements take channel c, the rest the next one. Both loads hit L1 after the first pack of a
+        // plane; the select costs less than the 64-bit divisions of the per-element lookup.
+        uint64_t const q = prm.byPacksPerRow.div(static_cast<uint64_t>(i));
+        int64_t const split = prm.spec.inner - (i - static_cast<int64_t>(q * prm.byPacksPerRow.d));
+        uint64_t const c = q - prm.byChannels.div(q) * prm.byChannels.d;
+        uint64_t const c1 = c + 1 == prm.byChannels.d ? 0 : c + 1;
+        float const b0 = Cvt<T>::toF(__ldg(bias + c));
+        float const b1 = Cvt<T>::toF(__ldg(bias + c1));
+#pragma unroll
+        for (int k = 0; k < kVEC; ++k)
+        {
+            out[k] = k < split ? b0 : b1;
         }
     }
     else
@@ -561,23 +598,27 @@ __device__ __forceinline__ float blockSum(float v, float* smem)
     return total; // valid in thread 0 only
 }
 
-// dbias[c] = column sums of partial[R][C]. A block covers colsPer columns (a power of two <= 8: 8 floats are one
-// 32-byte sector, and narrow blocks make more blocks) with blockDim.x / colsPer row lanes; loads are coalesced along
-// a row, each thread adds its rows in order, then the lanes are added by a fixed tree (deterministic).
-template <typename T>
+// out[y][c] = sum of column c of rows [y * sliceRows, (y + 1) * sliceRows) of partial[R][C], y = blockIdx.y (one
+// slice: dbias itself; several: a first stage whose [slices][C] result a second launch sums). A block covers colsPer
+// columns (a power of two <= 8: 8 floats are one 32-byte sector, and narrow blocks make more blocks) with
+// blockDim.x / colsPer row lanes; loads are coalesced along a row, each thread adds its rows in order, then the
+// lanes are added by a fixed tree (deterministic).
+template <typename TOut>
 __global__ void __launch_bounds__(kFINAL_THREADS) finalizeColumnsKernel(float const* __restrict__ partial, int64_t R,
-    int64_t C, int colsPer, T* __restrict__ dbias)
+    int64_t C, int colsPer, int64_t sliceRows, TOut* __restrict__ out)
 {
     __shared__ float smem[kFINAL_THREADS];
     int const tx = static_cast<int>(threadIdx.x) & (colsPer - 1);
     int const ty = static_cast<int>(threadIdx.x) / colsPer;
     int const lanes = static_cast<int>(blockDim.x) / colsPer;
     int64_t const c = static_cast<int64_t>(blockIdx.x) * colsPer + tx;
+    int64_t const r0 = static_cast<int64_t>(blockIdx.y) * sliceRows;
+    int64_t const r1 = min(R, r0 + sliceRows);
     float s = 0.0f;
     if (c < C)
     {
 #pragma unroll 4
-        for (int64_t r = ty; r < R; r += lanes)
+        for (int64_t r = r0 + ty; r < r1; r += lanes)
         {
             s += partial[r * C + c];
         }
@@ -594,7 +635,7 @@ __global__ void __launch_bounds__(kFINAL_THREADS) finalizeColumnsKernel(float co
     }
     if (ty == 0 && c < C)
     {
-        dbias[c] = Cvt<T>::fromF(smem[tx]);
+        out[blockIdx.y * C + c] = Cvt<TOut>::fromF(smem[tx]);
     }
 }
 
@@ -808,7 +849,219 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
     }
 }
 
-enum class FusedKind : int { kNONE, kROWS, kCOLS };
+
+// ----------------------------------------------------------------------------- planes backward
+//
+// Bias constant along "planes" of inner > 1 elements that are not the whole tensor: per-channel on dim 1 ([C,1,..]
+// over NCHW-like x) and blocks ending before the last dim. Plane q = o * C + c holds elements [q * inner, +inner).
+// A block streams one contiguous piece that starts on a plane boundary and on a pack boundary, so every access of
+// x, g and dx is a whole aligned pack however `inner` relates to the pack width (7x7 and 14x14 planes included),
+// with one round of loads per thread (kPLANE_PPT packs) as in the forward. g is reduced per plane in shared
+// memory: each pack leaves the sum of its elements in its first plane (head) and in the next one (tail; inner >=
+// the pack width, so a pack spans at most two planes); a plane's sum adds its packs' parts in pack order over a
+// fixed number of lanes, then a fixed shuffle tree. The order depends on the shape only, so dbias is the same bits
+// on every run. Block shapes (PlanesPlan::shape):
+//   kSAMPLES: m whole samples ([C, inner] each): C sums per block, partial[block][c] (small planes: few partials);
+//   kPLANES:  k whole planes: one sum per plane, at its plane index, i.e. partial[o][c];
+//   kSPLIT:   planes longer than a block, split in `splits` pieces: partial[o * splits + s][c].
+
+constexpr int kPLANE_PPT = 4;
+constexpr int kPLANE_PACKS = kTHREADS * kPLANE_PPT; // packs per block at the most
+
+enum class PlanesShape : int { kSAMPLES, kPLANES, kSPLIT };
+
+struct PlanesPlan
+{
+    int64_t n;
+    int64_t inner;
+    int64_t channels;
+    int64_t planes;      // n / inner
+    int64_t blockElems;  // elements per block (the last one may have fewer)
+    int64_t blockPlanes; // kSAMPLES, kPLANES: whole planes per block
+    int64_t splits;      // kSPLIT: blocks per plane
+    int32_t slots;       // kSAMPLES: C; kPLANES: blockPlanes
+    int32_t lanes;       // threads per slot in the block's reduction (a power of two <= 32)
+    PlanesShape shape;
+    FastDiv byInner;     // block-local element -> block-local plane
+};
+
+template <typename T, int kVEC>
+__global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKernel(T const* __restrict__ g,
+    T const* __restrict__ x, T* __restrict__ dx, PlanesPlan plan, float* __restrict__ partial)
+{
+    __shared__ float head[kPLANE_PACKS];
+    __shared__ float tail[kPLANE_PACKS];
+    using P = Pack<T, kVEC>;
+    uint32_t const b = blockIdx.x;
+    int const t = static_cast<int>(threadIdx.x);
+    bool const split = plan.shape == PlanesShape::kSPLIT;
+    int64_t start;
+    int64_t len;
+    int64_t localPlanes = 1;
+    if (split)
+    {
+        // 32-bit: blocks <= INT_MAX (a 64-bit division is a subroutine call ahead of the first load).
+        auto const splits32 = static_cast<uint32_t>(plan.splits);
+        uint32_t const q = b / splits32;
+        uint32_t const piece = b - q * splits32;
+        int64_t const off = static_cast<int64_t>(piece) * plan.blockElems;
+        start = static_cast<int64_t>(q) * plan.inner + off;
+        len = min(plan.blockElems, plan.inner - off);
+    }
+    else
+    {
+        start = static_cast<int64_t>(b) * plan.blockElems;
+        len = min(plan.blockElems, plan.n - start);
+        localPlanes = min(plan.blockPlanes, plan.planes - static_cast<int64_t>(b) * plan.blockPlanes);
+    }
+    int const nFull = static_cast<int>(len / kVEC); // start is pack-aligned (planner), so packs are whole
+    int const rem = static_cast<int>(len - static_cast<int64_t>(nFull) * kVEC); // last block only, n % kVEC != 0
+    P const* gp = reinterpret_cast<P const*>(g + start);
+    P const* xp = reinterpret_cast<P const*>(x + start);
+    P* dp = reinterpret_cast<P*>(dx + start);
+    P gi[kPLANE_PPT];
+    P xi[kPLANE_PPT];
+#pragma unroll
+    for (int u = 0; u < kPLANE_PPT; ++u)
+    {
+        int const p = t + u * kTHREADS;
+        if (p < nFull)
+        {
+            gi[u] = gp[p];
+            xi[u] = xp[p];
+        }
+    }
+    float own = 0.0f; // kSPLIT: this thread's sum of g (one plane)
+#pragma unroll
+    for (int u = 0; u < kPLANE_PPT; ++u)
+    {
+        int const p = t + u * kTHREADS;
+        if (p < nFull)
+        {
+            float gf[kVEC];
+            dp[p] = gradPack<T, kVEC>(gi[u], xi[u], gf);
+            if (split)
+            {
+#pragma unroll
+                for (int k = 0; k < kVEC; ++k)
+                {
+                    own += gf[k];
+                }
+            }
+            else
+            {
+                uint32_t const e0 = static_cast<uint32_t>(p) * kVEC;
+                uint32_t const j = plan.byInner.div32(e0);
+                int const nHead = static_cast<int>(min(static_cast<uint32_t>(kVEC),
+                    static_cast<uint32_t>(plan.inner) * (j + 1) - e0));
+                float h = 0.0f;
+                float tl = 0.0f;
+#pragma unroll
+                for (int k = 0; k < kVEC; ++k)
+                {
+                    if (k < nHead)
+                    {
+                        h += gf[k];
+                    }
+                    else
+                    {
+                        tl += gf[k];
+                    }
+                }
+                head[p] = h;
+                tail[p] = tl;
+            }
+        }
+    }
+    if (rem > 0 && t == nFull % kTHREADS)
+    {
+        // The last pack of a tensor whose size is not a multiple of the pack width: element by element.
+        uint32_t const e0 = static_cast<uint32_t>(nFull) * kVEC;
+        uint32_t const j = split ? 0U : plan.byInner.div32(e0);
+        int const nHead = split ? rem : static_cast<int>(min(static_cast<uint32_t>(rem),
+            static_cast<uint32_t>(plan.inner) * (j + 1) - e0));
+        float h = 0.0f;
+        float tl = 0.0f;
+        for (int k = 0; k < rem; ++k)
+        {
+            int64_t const i = start + e0 + k;
+            float gv[1] = {Cvt<T>::toF(g[i])};
+            float v[1] = {Cvt<T>::toF(x[i])};
+            swishGradAll<T>(gv, v);
+            dx[i] = Cvt<T>::fromF(v[0]);
+            if (k < nHead)
+            {
+                h += gv[0];
+            }
+            else
+            {
+                tl += gv[0];
+            }
+        }
+        if (split)
+        {
+            own += h;
+        }
+        else
+        {
+            head[nFull] = h;
+            tail[nFull] = tl;
+        }
+    }
+    if (split)
+    {
+        __shared__ float warpSums[kWARPS];
+        float const total = blockSum(own, warpSums);
+        if (t == 0)
+        {
+            auto const splits32 = static_cast<uint32_t>(plan.splits);
+            uint32_t const q = b / splits32;
+            uint32_t const piece = b - q * splits32;
+            auto const c32 = static_cast<uint32_t>(plan.channels);
+            uint32_t const o = q / c32;
+            uint32_t const c = q - o * c32;
+            partial[(static_cast<int64_t>(o) * plan.splits + piece) * plan.channels + c] = total;
+        }
+        return;
+    }
+    __syncthreads();
+    // Slot w (a channel in kSAMPLES, a plane in kPLANES) gathers its planes j = w, w + slots, ... in order; inside a
+    // plane, lane l adds packs l, l + lanes, ...; then the lanes are added by an xor tree. All threads run the same
+    // number of rounds so that every shuffle has the whole warp.
+    int const lanes = plan.lanes;
+    int const lane = t & (lanes - 1);
+    int const groups = kTHREADS / lanes;
+    int const slots = plan.slots;
+    int64_t const outBase = static_cast<int64_t>(b) * slots;
+    for (int w0 = 0; w0 < slots; w0 += groups)
+    {
+        int const w = w0 + t / lanes;
+        float acc = 0.0f;
+        if (w < slots)
+        {
+            for (int64_t j = w; j < localPlanes; j += slots)
+            {
+                int64_t const e0 = j * plan.inner;
+                int const pa = static_cast<int>(e0 / kVEC);
+                int const pb = static_cast<int>((e0 + plan.inner - 1) / kVEC);
+                for (int p = pa + lane; p <= pb; p += lanes)
+                {
+                    acc += static_cast<int64_t>(p) * kVEC >= e0 ? head[p] : tail[p];
+                }
+            }
+        }
+        for (int o = lanes / 2; o > 0; o >>= 1)
+        {
+            acc += __shfl_xor_sync(0xffffffffU, acc, o);
+        }
+        if (lane == 0 && w < slots && (plan.shape == PlanesShape::kSAMPLES || w < localPlanes))
+        {
+            partial[outBase + w] = acc;
+        }
+    }
+}
+
+enum class FusedKind : int { kNONE, kROWS, kCOLS, kPLANES };
 
 struct FusedPlan
 {
@@ -816,8 +1069,10 @@ struct FusedPlan
     int vec{1};
     RowsPlan rows{};
     ColsPlan cols{};
+    PlanesPlan planes{};
     int64_t channels{1};
     int64_t partialRows{0}; // R of the partial matrix [R][channels]
+    int64_t sumSlices{1};   // > 1: the column sums run in two stages over this many row slices
     size_t workspace{0};
 };
 
@@ -849,8 +1104,8 @@ int vecWidth(DType t)
 }
 
 // Column tiles of the columns kernel: 8 packs (128 bytes of a row, whole sectors) when the row divides into them,
-// so a block spans the most rows and writes the fewest partial sums; otherwise the whole row (up to a block) or
-// 32-pack tiles. Measured on the H200 against whole-row tiles: equal or faster at every size, 3 % at 2^28 fp16.
+// so a block spans the most rows and writes the fewest partial sums (never slower than whole-row tiles on the H200);
+// otherwise the whole row (up to a block) or 32-pack tiles.
 int64_t colTilePacks(int64_t packsPerRow)
 {
     if (packsPerRow % 8 == 0)
@@ -866,8 +1121,8 @@ void planCols(FusedPlan& plan, int64_t n, int64_t channels, bool aligned, int vw
     plan.vec = aligned && channels % vw == 0 ? vw : 1;
     c.packsPerRow = channels / plan.vec;
     // About two blocks per SM for small tensors, rounded up so the grid fits in one wave of the three resident
-    // blocks per SM (with the 32-bit index math this took fp16 at 2^20 elements from 10.1 to 7.5 us on the H200),
-    // 64K elements per block at the most.
+    // blocks per SM (a second, partial wave cost a quarter of the time at 2^20 elements), 64K elements per block at
+    // the most.
     int64_t const blockElems = std::clamp<int64_t>(n / (2 * smCount()), kTHREADS * plan.vec, kCOL_BLOCK_ELEMS);
     c.tilePacks = colTilePacks(c.packsPerRow);
     c.tiles = (c.packsPerRow + c.tilePacks - 1) / c.tilePacks;
@@ -877,6 +1132,125 @@ void planCols(FusedPlan& plan, int64_t n, int64_t channels, bool aligned, int vw
     c.rowsPerBlock = c.rowsPerStep * steps;
     c.rowChunks = (c.rows + c.rowsPerBlock - 1) / c.rowsPerBlock;
     plan.partialRows = c.rowChunks;
+}
+
+// Planes-kernel plan (swishBackwardPlanesKernel): the widest packs whose blocks can start on plane boundaries, and
+// the block shape that writes the fewest partial sums.
+void planPlanes(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, int vw)
+{
+    PlanesPlan& p = plan.planes;
+    int64_t const inner = spec.inner;
+    int64_t const sample = spec.channels * inner;
+    p.n = n;
+    p.inner = inner;
+    p.channels = spec.channels;
+    p.planes = n / inner;
+    p.splits = 1;
+    for (int64_t vec = aligned && inner >= vw ? vw : 1;; vec = 1)
+    {
+        int64_t const most = int64_t{kPLANE_PACKS} * vec;
+        // About two blocks per SM for small tensors, as the other fused kernels; whole packs; one block at the most.
+        int64_t const want = std::clamp<int64_t>(n / (2 * smCount()) / vec * vec, int64_t{kTHREADS} * vec, most);
+        int64_t const planeGroup = vec / std::gcd(inner, vec);   // planes that add up to whole packs
+        int64_t const sampleGroup = vec / std::gcd(sample, vec); // samples that add up to whole packs
+        if (sampleGroup * sample <= want)
+        {
+            int64_t const m = want / sample / sampleGroup * sampleGroup;
+            p.shape = PlanesShape::kSAMPLES;
+            p.blockPlanes = m * spec.channels;
+            p.slots = static_cast<int32_t>(spec.channels);
+        }
+        else if (planeGroup * inner <= most)
+        {
+            p.shape = PlanesShape::kPLANES;
+            p.blockPlanes = std::max(planeGroup, want / inner / planeGroup * planeGroup);
+            p.slots = static_cast<int32_t>(p.blockPlanes);
+        }
+        else if (inner % vec == 0)
+        {
+            // Even pieces of whole packs; recounted so that no piece is empty.
+            int64_t const splits = (inner + want - 1) / want;
+            p.shape = PlanesShape::kSPLIT;
+            p.blockPlanes = 0;
+            p.blockElems = ((inner + splits - 1) / splits + vec - 1) / vec * vec;
+            p.splits = (inner + p.blockElems - 1) / p.blockElems;
+            p.slots = 1;
+        }
+        else
+        {
+            continue; // vec > 1 here: single elements always divide
+        }
+        if (p.shape != PlanesShape::kSPLIT)
+        {
+            p.blockElems = p.blockPlanes * inner;
+        }
+        plan.vec = static_cast<int>(vec);
+        break;
+    }
+    int64_t const perPlane = inner / plan.vec + 1; // packs a plane touches at the most
+    p.lanes = 1;
+    while (p.lanes < 32 && p.lanes * 2 * p.slots <= kTHREADS && p.lanes < perPlane)
+    {
+        p.lanes *= 2;
+    }
+    p.byInner = FastDiv::make(inner);
+    int64_t const outer = n / sample;
+    plan.partialRows = p.shape == PlanesShape::kSAMPLES ? (p.planes + p.blockPlanes - 1) / p.blockPlanes
+        : p.shape == PlanesShape::kPLANES               ? outer
+                                                        : outer * p.splits;
+}
+
+// Blocks for a grid of `blocks`, or 0 when that exceeds INT_MAX (more than any GPU's memory could feed): the
+// launchers report 0 as an invalid configuration.
+unsigned gridBlocks(int64_t blocks)
+{
+    return blocks > INT_MAX ? 0U : static_cast<unsigned>(blocks);
+}
+
+// Column-sum launch: colsPer columns per block (a power of two <= 8) and enough row lanes for `rows` rows.
+struct SumShape
+{
+    int colsPer;
+    int threads;
+    unsigned blocks;
+};
+
+SumShape sumShape(int64_t rows, int64_t channels)
+{
+    SumShape s{1, 0, 0};
+    while (s.colsPer < 8 && s.colsPer < channels)
+    {
+        s.colsPer *= 2;
+    }
+    int lanes = 1;
+    while (lanes < rows && lanes * s.colsPer < kFINAL_THREADS)
+    {
+        lanes *= 2;
+    }
+    s.threads = std::max(lanes * s.colsPer, 32);
+    s.blocks = gridBlocks((channels + s.colsPer - 1) / s.colsPer);
+    return s;
+}
+
+// A thread of the column sums adds its rows one after another (four loads in flight): past this many rows per
+// thread a tall partial matrix (small planes in a large tensor) takes longer to add up than to write, so it is
+// summed in two stages, the first over row slices of kSUM_SLICE_LANE_ROWS rows per thread in parallel blocks.
+constexpr int64_t kSUM_MAX_LANE_ROWS = 8;
+constexpr int64_t kSUM_SLICE_LANE_ROWS = 4;
+
+void planSums(FusedPlan& plan)
+{
+    int64_t const R = plan.partialRows;
+    SumShape const one = sumShape(R, plan.channels);
+    int64_t const lanes = one.threads / one.colsPer;
+    plan.sumSlices = 1;
+    if (R > kSUM_MAX_LANE_ROWS * lanes)
+    {
+        int64_t const sliceRows = std::max<int64_t>(kSUM_SLICE_LANE_ROWS * lanes, (R + 65534) / 65535);
+        plan.sumSlices = (R + sliceRows - 1) / sliceRows;
+    }
+    plan.workspace = static_cast<size_t>((R + (plan.sumSlices > 1 ? plan.sumSlices : 0)) * plan.channels)
+        * sizeof(float);
 }
 
 FusedPlan planFused(DType dtype, int64_t n, BiasSpec spec, void const* g, void const* x, void const* dx)
@@ -890,7 +1264,8 @@ FusedPlan planFused(DType dtype, int64_t n, BiasSpec spec, void const* g, void c
     int const vw = vecWidth(dtype);
     int64_t const outer = n / (spec.channels * spec.inner);
     plan.channels = spec.channels;
-    if (spec.channels == 1 || spec.inner >= kMIN_ROW_INNER)
+    bool const legacy = legacyLayouts();
+    if (spec.channels == 1 || (legacy && spec.inner >= kMIN_ROW_INNER))
     {
         RowsPlan& r = plan.rows;
         r.len = spec.channels == 1 ? n : spec.inner;
@@ -912,19 +1287,17 @@ FusedPlan planFused(DType dtype, int64_t n, BiasSpec spec, void const* g, void c
         planCols(plan, n, spec.channels, aligned, vw);
         plan.kind = FusedKind::kCOLS;
     }
+    else if (!legacy)
+    {
+        planPlanes(plan, n, spec, aligned, vw);
+        plan.kind = FusedKind::kPLANES;
+    }
     else
     {
         return plan;
     }
-    plan.workspace = static_cast<size_t>(plan.partialRows * plan.channels) * sizeof(float);
+    planSums(plan);
     return plan;
-}
-
-// Blocks for a grid of `blocks`, or 0 when that exceeds INT_MAX (more than any GPU's memory could feed): the
-// launchers report 0 as an invalid configuration.
-unsigned gridBlocks(int64_t blocks)
-{
-    return blocks > INT_MAX ? 0U : static_cast<unsigned>(blocks);
 }
 
 template <typename T, int kVEC>
@@ -935,38 +1308,46 @@ cudaError_t runFused(FusedPlan const& plan, void const* g, void const* x, void* 
     auto const* xt = static_cast<T const*>(x);
     auto* dt = static_cast<T*>(dx);
     auto* bt = static_cast<T*>(dbias);
-    bool const rows = plan.kind == FusedKind::kROWS;
-    unsigned const grid = gridBlocks(rows ? plan.rows.rows * plan.rows.chunks : plan.cols.rowChunks * plan.cols.tiles);
+    PlanesPlan const& pp = plan.planes;
+    int64_t const blocks = plan.kind == FusedKind::kROWS ? plan.rows.rows * plan.rows.chunks
+        : plan.kind == FusedKind::kCOLS                  ? plan.cols.rowChunks * plan.cols.tiles
+        : pp.shape == PlanesShape::kSPLIT                ? pp.planes * pp.splits
+                                                         : (pp.planes + pp.blockPlanes - 1) / pp.blockPlanes;
+    unsigned const grid = gridBlocks(blocks);
     if (grid == 0)
     {
         return cudaErrorInvalidConfiguration;
     }
-    if (rows)
+    switch (plan.kind)
     {
-        swishBackwardRowsKernel<T, kVEC><<<grid, kTHREADS, 0, stream>>>(gt, xt, dt, plan.rows, ws);
+    case FusedKind::kROWS: swishBackwardRowsKernel<T, kVEC><<<grid, kTHREADS, 0, stream>>>(gt, xt, dt, plan.rows, ws); break;
+    case FusedKind::kCOLS: swishBackwardColsKernel<T, kVEC><<<grid, kTHREADS, 0, stream>>>(gt, xt, dt, plan.cols, ws); break;
+    default: swishBackwardPlanesKernel<T, kVEC><<<grid, kTHREADS, 0, stream>>>(gt, xt, dt, pp, ws); break;
     }
-    else
+    int64_t const R = plan.partialRows;
+    int64_t const C = plan.channels;
+    if (plan.sumSlices > 1)
     {
-        swishBackwardColsKernel<T, kVEC><<<grid, kTHREADS, 0, stream>>>(gt, xt, dt, plan.cols, ws);
+        int64_t const sliceRows = (R + plan.sumSlices - 1) / plan.sumSlices;
+        SumShape const first = sumShape(sliceRows, C);
+        SumShape const second = sumShape(plan.sumSlices, C);
+        if (first.blocks == 0)
+        {
+            return cudaErrorInvalidConfiguration;
+        }
+        float* const slices = ws + R * C;
+        finalizeColumnsKernel<float><<<dim3(first.blocks, static_cast<unsigned>(plan.sumSlices)),
+            static_cast<unsigned>(first.threads), 0, stream>>>(ws, R, C, first.colsPer, sliceRows, slices);
+        finalizeColumnsKernel<T><<<second.blocks, static_cast<unsigned>(second.threads), 0, stream>>>(
+            slices, plan.sumSlices, C, second.colsPer, plan.sumSlices, bt);
+        return cudaGetLastError();
     }
-    // Column sums: enough row lanes that each thread adds at most a few partials (their loads in flight together).
-    int colsPer = 1;
-    while (colsPer < 8 && colsPer < plan.channels)
-    {
-        colsPer *= 2;
-    }
-    int lanes = 1;
-    while (lanes < plan.partialRows && lanes * colsPer < kFINAL_THREADS)
-    {
-        lanes *= 2;
-    }
-    unsigned const finalGrid = gridBlocks((plan.channels + colsPer - 1) / colsPer);
-    if (finalGrid == 0)
+    SumShape const one = sumShape(R, C);
+    if (one.blocks == 0)
     {
         return cudaErrorInvalidConfiguration;
     }
-    finalizeColumnsKernel<T><<<finalGrid, static_cast<unsigned>(std::max(lanes * colsPer, 32)), 0, stream>>>(
-        ws, plan.partialRows, plan.channels, colsPer, bt);
+    finalizeColumnsKernel<T><<<one.blocks, static_cast<unsigned>(one.threads), 0, stream>>>(ws, R, C, one.colsPer, R, bt);
     return cudaGetLastError();
 }
 
@@ -1088,6 +1469,12 @@ cudaError_t forward(void const* x, void const* bias, void* y, int64_t n, BiasSpe
         prm.byPacksPerRow = FastDiv::make(spec.inner / kVEC);
         prm.byChannels = FastDiv::make(spec.channels);
         e = forwardMode<T, Mode::kUNIFORM_VEC, Mode::kPERIODIC>(xt, bt, yt, n, prm, true, stream);
+    }
+    else if (spec.inner >= kVEC && io && !legacyLayouts())
+    {
+        prm.byPacksPerRow = FastDiv::make(spec.inner);
+        prm.byChannels = FastDiv::make(spec.channels);
+        e = forwardMode<T, Mode::kSPAN2, Mode::kPERIODIC>(xt, bt, yt, n, prm, true, stream);
     }
     else
     {
