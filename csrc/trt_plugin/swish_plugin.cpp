@@ -812,6 +812,13 @@ int32_t SwishBiasPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc,
             {
                 return 0; // empty tensors may come with null buffers
             }
+            void const* x = inputs[0];
+            void* y = outputs[0];
+            if (x == nullptr || y == nullptr || (plan.nbInputs == 2 && inputs[1] == nullptr))
+            {
+                reportRuntimeError("enqueue", ErrorCode::kINVALID_ARGUMENT, "null input or output buffer");
+                return 1;
+            }
             // A launch must go to the stream's device even when the caller left another device current: launching
             // into a foreign device's stream fails, and any allocation would land on the wrong device.
             StreamDeviceScope const onStreamDevice(stream);
@@ -821,8 +828,6 @@ int32_t SwishBiasPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc,
                     "cannot switch to the stream's device: " + cudaErrorText(onStreamDevice.error()));
                 return 1;
             }
-            void const* x = inputs[0];
-            void* y = outputs[0];
             void const* bias = nullptr;
             if (plan.nbInputs == 2)
             {
@@ -839,11 +844,6 @@ int32_t SwishBiasPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc,
                     reportRuntimeError("enqueue", ErrorCode::kFAILED_ALLOCATION, error);
                     return 1;
                 }
-            }
-            if (x == nullptr || y == nullptr || bias == nullptr)
-            {
-                reportRuntimeError("enqueue", ErrorCode::kINVALID_ARGUMENT, "null input or output buffer");
-                return 1;
             }
             cudaError_t const e
                 = launchSwishForward(toKernelType(plan.type), x, bias, y, plan.numel, plan.spec, stream);
