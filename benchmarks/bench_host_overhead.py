@@ -2,7 +2,9 @@
 
 Tiny tensors (16 elements by default) make the kernels negligible, so what is timed is the host path: Python
 wrapper, dispatcher, autograd graph construction and the backward engine. Each number is the median over rounds of
-the mean time per call of a round of back-to-back calls; both variants run alternately in the same process.
+the mean time per call of a round of back-to-back calls; both variants run alternately in the same process. On the
+CPU the clock is the calling thread's CPU time (the CPU backward runs on the calling thread), so other processes on
+a shared machine do not inflate it; on CUDA it is wall time with a synchronize around each round.
 
 Usage: python benchmarks/bench_host_overhead.py [--device cpu|cuda] [--numel 16] [--calls 2000] [--rounds 15]
 """
@@ -31,18 +33,19 @@ def ours(x, b):
     return torchtrt_swish.swish(x, b)
 
 
-def _round_us(step, calls: int, sync) -> float:
+def _round_us(step, calls: int, sync, clock) -> float:
     sync()
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(calls):
         step()
     sync()
-    return (time.perf_counter() - t0) / calls * 1e6
+    return (clock() - t0) / calls * 1e6
 
 
 def measure(device: str, numel: int, calls: int, rounds: int) -> dict[str, dict[str, float]]:
     """{case: {variant: median µs per call}} for the forward (grad off / grad on) and forward + backward."""
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    clock = time.perf_counter if device == "cuda" else time.thread_time
     x = torch.randn(numel, device=device, requires_grad=True)
     b = torch.zeros(1, device=device, requires_grad=True)
     xs, bs = x.detach(), b.detach()
@@ -63,11 +66,11 @@ def measure(device: str, numel: int, calls: int, rounds: int) -> dict[str, dict[
     for case, make in cases.items():
         steps = {name: make(fn) for name, fn in fns.items()}
         for step in steps.values():  # warm-up
-            _round_us(step, max(calls // 10, 10), sync)
+            _round_us(step, max(calls // 10, 10), sync, clock)
         times: dict[str, list[float]] = {name: [] for name in steps}
         for _ in range(rounds):
             for name, step in steps.items():
-                times[name].append(_round_us(step, calls, sync))
+                times[name].append(_round_us(step, calls, sync, clock))
         out[case] = {name: statistics.median(ts) for name, ts in times.items()}
     return out
 

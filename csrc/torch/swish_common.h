@@ -70,7 +70,9 @@ inline Prepared prepare(at::Tensor const& x, at::Tensor const& bias, bool allowD
     return p;
 }
 
-//! dbias = g summed to bias's shape (PyTorch's own reduction: accumulates in fp32 for half types).
+//! dbias = g summed to bias's shape with PyTorch's own reduction (fp32 accumulation for half types): the CUDA impl's
+//! fallback where no fused kernel covers the layout. The CPU impl has its own (ATen's CPU sum depends on the thread
+//! count).
 inline at::Tensor biasGrad(at::Tensor const& grad, at::Tensor const& bias)
 {
     at::Tensor db = grad.sum_to_size(bias.sizes()).contiguous();
