@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +33,9 @@ __all__ = [
     "OnnxInputError",
     "load_model",
     "save_model",
+    "atomic_output",
+    "write_text_atomic",
+    "node_label",
     "is_swish_node",
     "op_counts",
     "swish_nodes",
@@ -62,12 +68,42 @@ def load_model(path: str | Path, *, load_external_data: bool = True) -> onnx.Mod
 
 
 def save_model(model: onnx.ModelProto, path: str | Path) -> Path:
-    """Save a model, creating the parent folder; models over protobuf's 2 GiB limit go to external data."""
+    """Save a model atomically, creating the parent folder; models over protobuf's 2 GiB limit go to external data."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     large = model.ByteSize() > 1_800_000_000
-    onnx.save(model, str(path), save_as_external_data=large)
+    with atomic_output(path) as tmp:
+        # External data is named by the model's location option (a uuid file name), not by tmp's name.
+        onnx.save(model, str(tmp), save_as_external_data=large)
     return path
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path` to write to; it replaces `path` only when the block succeeds.
+
+    os.replace within one folder is atomic: an interrupted run leaves the old file (or none), never a truncated one.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write a text file atomically (see atomic_output)."""
+    path = Path(path)
+    with atomic_output(path) as tmp:
+        tmp.write_text(text)
+    return path
+
+
+def node_label(node: onnx.NodeProto, index: int) -> str:
+    """How reports name a node: its name, or '<OpType>_<index>' (index in the graph) when it has none."""
+    return node.name or f"{node.op_type}_{index}"
 
 
 def is_swish_node(node: onnx.NodeProto) -> bool:

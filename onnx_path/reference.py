@@ -5,13 +5,17 @@ ONNX route can be checked end to end here. Two executors:
 
 * ``ReferenceExecutor`` — ``onnx.reference.ReferenceEvaluator`` with a ``SwishBias`` ``OpRun`` (domain
   ``torchtrt_swish``); handles float32, float16 and bfloat16 graphs (ONNX's reference ops for everything else).
+  Ops that sum many values (``ACCUMULATING_OPS``: convolutions, matrix products, reductions, normalizations) take
+  float16/bfloat16 inputs in float32 and round the result once, as GPU kernels accumulate: NumPy's float16 sums
+  overflow where the result itself is in range (a ReduceMean of 4096 values of 200 gives inf).
 * ``ort_session`` — ONNX Runtime on a *domain-rewritten copy*: each SwishBias node becomes an onnxruntime-extensions
   Python custom op in ``ai.onnx.contrib`` (the only domain those ops live in), calling the same kernel. float32
   graphs only: the Python custom-op bridge aborts the process on float16 ("Type float16 not supported by python
   customops api"), and ONNX Runtime's CPU provider lacks bfloat16 kernels for most ops.
 
 Both check the node's plugin identity the way TensorRT's parser looks it up (op_type, ``plugin_version`` default
-"1", ``plugin_namespace``), so a node TensorRT could not resolve fails here too.
+"1", ``plugin_namespace`` default "", never the domain: ``onnx_path.contract.identity_problem``), so a node TensorRT
+could not resolve fails here too.
 """
 from __future__ import annotations
 
@@ -22,16 +26,26 @@ import onnx
 import torch
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
+from onnx.reference.ops import load_op
 
 import torchtrt_swish
 
-from .common import PLUGIN_NAMESPACE, PLUGIN_VERSION, SWISH_DOMAIN, SWISH_OP, is_swish_node
+from .common import SWISH_DOMAIN, SWISH_OP, is_swish_node
+from .contract import identity_problem
 
 ORT_DOMAIN = "ai.onnx.contrib"
 BACKENDS = ("reference", "ort")
+# Standard ops whose float16/bfloat16 inputs the ReferenceExecutor computes in float32 (see the module docstring).
+ACCUMULATING_OPS = (
+    "AveragePool", "BatchNormalization", "Conv", "ConvTranspose", "CumSum", "Einsum", "Gemm", "GlobalAveragePool",
+    "GroupNormalization", "InstanceNormalization", "LayerNormalization", "LogSoftmax", "LpNormalization", "LRN",
+    "MatMul", "MeanVarianceNormalization", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMean",
+    "ReduceProd", "ReduceSum", "ReduceSumSquare", "Softmax",
+)
 
 __all__ = [
     "BACKENDS",
+    "ACCUMULATING_OPS",
     "PluginIdentityError",
     "swish_numpy",
     "numpy_to_torch",
@@ -47,25 +61,16 @@ class PluginIdentityError(ValueError):
     """A SwishBias node names a plugin version/namespace that this package does not provide."""
 
 
-def _check_identity(version, namespace, domain=SWISH_DOMAIN) -> None:
-    version = version.decode() if isinstance(version, bytes) else version
-    namespace = namespace.decode() if isinstance(namespace, bytes) else namespace
-    # TensorRT's parser fallback (onnx-tensorrt FallbackPluginImporter): version defaults to "1"; the namespace
-    # attribute (default "") is tried first, then (TensorRT >= 10.10) the node's domain.
-    version = version if version is not None else "1"
-    tried = [namespace if namespace is not None else "", domain]
-    if version != PLUGIN_VERSION or PLUGIN_NAMESPACE not in tried:
-        raise PluginIdentityError(
-            f"{SWISH_OP} node asks for plugin version {version!r} in namespace {tried[0]!r} (or its domain "
-            f"{domain!r}); this package provides {SWISH_OP} version {PLUGIN_VERSION!r} in namespace "
-            f"{PLUGIN_NAMESPACE!r}"
-        )
+def _check_identity(node: onnx.NodeProto, version, namespace) -> None:
+    if (why := identity_problem(version, namespace)) is not None:
+        raise PluginIdentityError(f"{SWISH_OP} node {node.name!r} {why}")
 
 
 def numpy_to_torch(a: np.ndarray) -> torch.Tensor:
     """CPU tensor sharing (or, for read-only buffers, copying) a NumPy array; ml_dtypes' bfloat16 included."""
     # torch.from_numpy shares memory; a read-only buffer (ONNX Runtime hands those to Python ops) must be copied.
-    a = np.ascontiguousarray(a) if a.flags.writeable else np.array(a, order="C", copy=True)
+    # np.asarray(order="C") rather than np.ascontiguousarray, which turns a 0-d array into shape (1,).
+    a = np.asarray(a, order="C") if a.flags.writeable else np.array(a, order="C", copy=True)
     if a.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: same bits as torch.bfloat16
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(a)
@@ -96,10 +101,30 @@ class SwishBias(OpRun):
     op_domain = SWISH_DOMAIN
 
     def _run(self, x, bias_tensor=None, bias=None, plugin_version=None, plugin_namespace=None):
-        _check_identity(plugin_version, plugin_namespace, self.onnx_node.domain)
+        _check_identity(self.onnx_node, plugin_version, plugin_namespace)
         if bias_tensor is None and bias is None:
             raise ValueError(f"{SWISH_OP} node {self.onnx_node.name!r} has neither a bias input nor a bias attribute")
         return (swish_numpy(x, bias_tensor if bias_tensor is not None else bias),)
+
+
+_HALF = ("float16", "bfloat16")
+
+
+def _accumulate_in_float32(op_type: str, version: int) -> type[OpRun]:
+    """The standard op class of this opset, taking float16/bfloat16 inputs in float32 and rounding its outputs once."""
+    base = load_op("", op_type, version)
+
+    def _run(self, *inputs, **attrs):
+        half = next((a.dtype for a in inputs if isinstance(a, np.ndarray) and a.dtype.name in _HALF), None)
+        if half is None:
+            return base._run(self, *inputs, **attrs)
+        wide = [a.astype(np.float32) if isinstance(a, np.ndarray) and a.dtype == half else a for a in inputs]
+        outs = base._run(self, *wide, **attrs)
+        return tuple(o.astype(half) if isinstance(o, np.ndarray) and o.dtype == np.float32 else o for o in outs)
+
+    # The class name must be the op_type (new_ops is keyed by it); op_schema pins the attributes to this opset's.
+    schema = onnx.defs.get_schema(op_type, version, "")
+    return type(op_type, (base,), {"op_domain": "", "op_schema": schema, "_run": _run})
 
 
 class ReferenceExecutor:
@@ -107,7 +132,10 @@ class ReferenceExecutor:
 
     def __init__(self, model: onnx.ModelProto):
         self.model = model
-        self._evaluator = ReferenceEvaluator(model, new_ops=[SwishBias])
+        version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+        used = {n.op_type for n in model.graph.node if n.domain in ("", "ai.onnx")}
+        wide = [_accumulate_in_float32(op, version) for op in ACCUMULATING_OPS if op in used] if version else []
+        self._evaluator = ReferenceEvaluator(model, new_ops=[SwishBias, *wide])
 
     @property
     def input_names(self) -> list[str]:
@@ -172,7 +200,7 @@ def rewrite_for_ort(model: onnx.ModelProto) -> onnx.ModelProto:
         if not is_swish_node(node):
             continue
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        _check_identity(attrs.get("plugin_version"), attrs.get("plugin_namespace"), node.domain)
+        _check_identity(node, attrs.get("plugin_version"), attrs.get("plugin_namespace"))
         elem = types.get(node.input[0]) or onnx.TensorProto.FLOAT
         if elem not in _ORT_TYPES:
             raise ValueError(

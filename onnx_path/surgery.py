@@ -9,19 +9,21 @@ second run replaces nothing. ``run_surgery`` wraps them: shape inference (for dt
 Passes
 ------
 ``convert_seed_swish``
-    The two seed export formats (written by the seeds' own export code; the tests rebuild them the same way):
+    The two export formats of the original material this project grew from (its own export code wrote them; the
+    tests rebuild them the same way). Report kinds:
 
-    *Seed 000* — a ``torch.autograd.Function`` whose ``symbolic`` emits
-    ``g.op("custom::Plugin", x, name_s="Swish", info_s=json.dumps({"bias": 3.15, "version": "1"}))``, i.e. a node
-    ``op_type="Plugin"``, ``domain="custom"``, string attributes ``name`` (``"Swish"`` or ``"EfficientSwish"``;
-    other names are other plugins and are left alone) and ``info`` (a JSON object). Inputs ``[x]``, or
-    ``[x, bias]`` when the Function was given the bias tensor.
+    ``original-torchscript`` — the original material's TorchScript export format: a ``torch.autograd.Function``
+    whose ``symbolic`` emits
+    ``g.op("custom::Plugin", x, name_s="Swish", info_s=json.dumps({"bias": 3.15, "version": "1"}))``, i.e. a
+    generic plugin node ``op_type="Plugin"``, ``domain="custom"``, string attributes ``name`` (``"Swish"`` or
+    ``"EfficientSwish"``; other names are other plugins and are left alone) and ``info`` (a JSON object). Inputs
+    ``[x]``, or ``[x, bias]`` when the Function was given the bias tensor. No runtime knows this node.
 
-    *Seed 001* — the node moved to ``domain="ai.onnx.contrib"`` (onnxruntime-extensions' Python custom-op domain,
-    whose op attributes could not carry the info, so it travels as data): ``op_type`` ``"Plugin"`` (or
-    ``"Swish"``/``"EfficientSwish"``), inputs ``[x, info]`` or ``[x, info, bias]`` where ``info`` is a
-    ``Constant`` (node or initializer) of character codes (uint8/int8/int32/int64) spelling a JSON object
-    ``{"name": "Swish", "bias": 3.15}``.
+    ``original-ort-contrib`` — the same node moved to ``domain="ai.onnx.contrib"`` (onnxruntime-extensions'
+    Python custom-op domain, whose op attributes could not carry the info, so it travels as data): ``op_type``
+    ``"Plugin"`` (or ``"Swish"``/``"EfficientSwish"``), inputs ``[x, info]`` or ``[x, info, bias]`` where
+    ``info`` is a ``Constant`` (node or initializer) of character codes (uint8/int8/int32/int64) spelling a JSON
+    object ``{"name": "Swish", "bias": 3.15}``.
 
     Either becomes ``SwishBias``: with the bias *tensor* input when the node has one (it must be a constant),
     otherwise the one-input form with float attribute ``bias`` taken from the info's ``"bias"`` key.
@@ -38,35 +40,37 @@ Passes
     output, and the constant has x's dtype and a layout the plugin supports (scalar, per-channel on the last dim or
     on dim 1, or full shape) without changing x's shape; otherwise the Add stays and the node gets bias 0.
 
-All passes refuse inputs whose dtype the plugin lacks (only float32/float16/bfloat16).
+All passes follow the node contract of ``onnx_path.contract`` (they refuse what the plugin would reject, e.g. a
+dtype other than float32/float16/bfloat16), and ``run_surgery`` validates every node it emits against it. A
+"constant" is an initializer or a ``Constant`` node's output, never a graph input: an initializer that is also
+listed as a graph input can be overridden by the caller at run time, so folding it would freeze it. Unnamed nodes
+are named ``<OpType>_<index>`` (their position in the input graph), in the reports and in the written model.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Sequence
 
 import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from torchtrt_swish.layout import ACCEPTED_LAYOUTS, SCALAR, classify_bias
-
 from .common import (
     PLUGIN_NAMESPACE,
     PLUGIN_VERSION,
     SWISH_DOMAIN,
-    SWISH_ELEM_TYPES,
     SWISH_OP,
-    elem_type_name,
     numpy_dtype_for,
     op_counts,
 )
+from .contract import bias_layout, bias_problem, model_problems, x_dtype_problem
 
 SEED_NAMES = ("Swish", "EfficientSwish")
 SEED000_DOMAIN = "custom"
 SEED001_DOMAIN = "ai.onnx.contrib"
+SEED000_KIND = "original-torchscript"
+SEED001_KIND = "original-ort-contrib"
 PASSES = ("seed", "onnx-swish", "sigmoid-mul")
 _STD_DOMAINS = ("", "ai.onnx", None)
 
@@ -183,8 +187,10 @@ def _elem_type(tensor: gs.Tensor) -> int | None:
         return None
 
 
-def _const_values(tensor: gs.Tensor) -> np.ndarray | None:
-    """Values of an initializer or of a Constant node's output; None for anything computed at run time."""
+def _const_values(tensor: gs.Tensor, graph: gs.Graph) -> np.ndarray | None:
+    """Values of an initializer or of a Constant node's output; None for anything set or computed at run time."""
+    if any(tensor is t for t in graph.inputs):
+        return None  # an initializer that is also a graph input: the caller may override it
     if isinstance(tensor, gs.Constant):
         return np.asarray(tensor.values)
     if len(tensor.inputs) != 1 or not _is_std(tensor.inputs[0], "Constant"):
@@ -206,32 +212,18 @@ def _attr_str(node: gs.Node, key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def bias_layout(bias_shape: Sequence[int], x_shape: Sequence | None) -> tuple[bool, str]:
-    """(ok, layout name) when the plugin supports this bias for x; (False, reason) otherwise.
-
-    The rule is the package's twin of the plugin's classifyBias() (torchtrt_swish.layout); symbolic ONNX dims
-    (dim_param names) count as dynamic.
-    """
-    b = [int(d) for d in bias_shape]
-    if x_shape is None:
-        # Unknown rank: only a bias that cannot grow x (numel 1, rank <= 1) is safe.
-        if math.prod(b) == 1 and len(b) <= 1:
-            return True, SCALAR
-        return False, f"bias of shape {b} for x of unknown shape cannot be checked against x"
-    xs = [int(d) if isinstance(d, (int, np.integer)) else None for d in x_shape]
-    layout, why = classify_bias(xs, b)
-    if layout is None:
-        return False, why
-    if layout not in ACCEPTED_LAYOUTS:
-        return False, (f"bias of shape {b} is broadcast in a layout the plugin does not support "
-                       "(scalar, per-channel, full)")
-    return True, layout
-
-
 def _describe(values: np.ndarray, layout: str) -> str:
     if values.size == 1:
         return f"{float(values.reshape(-1)[0]):g} ({layout})"
     return f"{list(values.shape)} ({layout})"
+
+
+def _unique(base: str, taken: set[str]) -> str:
+    name, i = base, 1
+    while name in taken:
+        name, i = f"{base}_{i}", i + 1
+    taken.add(name)
+    return name
 
 
 class _Names:
@@ -241,11 +233,7 @@ class _Names:
         self.taken = {n.name for n in graph.nodes} | set(graph.tensors().keys())
 
     def __call__(self, base: str) -> str:
-        name, i = base, 1
-        while name in self.taken:
-            name, i = f"{base}_{i}", i + 1
-        self.taken.add(name)
-        return name
+        return _unique(base, self.taken)
 
 
 def _detach(*nodes: gs.Node | None) -> None:
@@ -274,10 +262,13 @@ def swish_bias(self, x, output, *, bias=None, bias_value=None, name=None):
 
 
 def _dtype_refusal(x: gs.Tensor) -> str | None:
-    et = _elem_type(x)
-    if et is not None and et not in SWISH_ELEM_TYPES:
-        return f"dtype {elem_type_name(et)} is not supported by the plugin (float32, float16, bfloat16 only)"
-    return None
+    return x_dtype_problem(_elem_type(x))
+
+
+def _bias_refusal(x: gs.Tensor, values: np.ndarray) -> str | None:
+    x_type = (_elem_type(x), None if x.shape is None else list(x.shape))
+    bias_type = (onnx.helper.np_dtype_to_tensor_dtype(values.dtype), list(values.shape))
+    return bias_problem(x_type, bias_type)
 
 
 def _zero_bias(x: gs.Tensor, names: _Names, base: str) -> gs.Constant | None:
@@ -296,17 +287,14 @@ def _foldable_add(graph: gs.Graph, x: gs.Tensor, y: gs.Tensor, names: _Names, ba
     if not _is_std(add, "Add") or len(add.inputs) != 2 or add.inputs[0] is add.inputs[1]:
         return None, None, None, ""
     other = add.inputs[1] if add.inputs[0] is y else add.inputs[0]
-    values = _const_values(other)
+    values = _const_values(other, graph)
     if values is None:
-        return None, None, None, "following Add not folded: its other input is not a constant"
-    et = _elem_type(x)
-    if et is not None and values.dtype != numpy_dtype_for(et):
-        return None, None, None, f"following Add not folded: constant dtype {values.dtype} differs from x's"
-    ok, layout = bias_layout(values.shape, x.shape)
-    if not ok:
-        return None, None, None, f"following Add not folded: {layout}"
+        what = "a graph input" if any(other is t for t in graph.inputs) else "not a constant"
+        return None, None, None, f"following Add not folded: its other input {other.name!r} is {what}"
+    if (why := _bias_refusal(x, values)) is not None:
+        return None, None, None, f"following Add not folded: {why}"
     tensor = other if isinstance(other, gs.Constant) else gs.Constant(names(f"{base}/bias"), values)
-    return add, tensor, _describe(values, layout), ""
+    return add, tensor, _describe(values, bias_layout(values.shape, x.shape)[1]), ""
 
 
 def _replace(graph, names, kind, matched, x, y, fold_bias):
@@ -386,7 +374,7 @@ def _decode_info(values: np.ndarray | None) -> dict | None:
     return info if isinstance(info, dict) else None
 
 
-def _seed_match(node: gs.Node):
+def _seed_match(node: gs.Node, graph: gs.Graph):
     """(info, bias tensor or None) for a seed-format swish node, or a refusal reason string, or None."""
     if node.domain == SEED000_DOMAIN and node.op == "Plugin":
         if _attr_str(node, "name") not in SEED_NAMES:
@@ -398,7 +386,7 @@ def _seed_match(node: gs.Node):
             return f"info attribute is not JSON: {raw[:60]!r}"
         return info if isinstance(info, dict) else {}, node.inputs[1] if len(node.inputs) > 1 else None
     if node.domain == SEED001_DOMAIN and node.op in ("Plugin", *SEED_NAMES):
-        info = _decode_info(_const_values(node.inputs[1])) if len(node.inputs) > 1 else None
+        info = _decode_info(_const_values(node.inputs[1], graph)) if len(node.inputs) > 1 else None
         if info is None:
             return None if node.op == "Plugin" else "second input is not a Constant of character codes holding JSON"
         if node.op == "Plugin" and info.get("name") not in SEED_NAMES:
@@ -409,13 +397,13 @@ def _seed_match(node: gs.Node):
 
 @gs.Graph.register()
 def convert_seed_swish(self):
-    """Convert seed 000 (custom::Plugin) and seed 001 (ai.onnx.contrib) swish nodes; returns (replaced, refused)."""
+    """Convert the original material's swish nodes (custom::Plugin, ai.onnx.contrib); returns (replaced, refused)."""
     names, done, refused = _Names(self), [], []
     for node in list(self.nodes):
-        match = _seed_match(node)
+        match = _seed_match(node, self)
         if match is None:
             continue
-        kind = "seed-000" if node.domain == SEED000_DOMAIN else "seed-001"
+        kind = SEED000_KIND if node.domain == SEED000_DOMAIN else SEED001_KIND
         if isinstance(match, str):
             refused.append(Refusal(kind, node.name, match))
             continue
@@ -425,22 +413,18 @@ def convert_seed_swish(self):
             refused.append(Refusal(kind, node.name, reason))
             continue
         if bias_in is not None:
-            values = _const_values(bias_in)
+            values = _const_values(bias_in, self)
             if values is None:
-                refused.append(Refusal(kind, node.name, "bias input is not a constant"))
+                what = "a graph input" if any(bias_in is t for t in self.inputs) else "not a constant"
+                refused.append(Refusal(kind, node.name, f"bias input {bias_in.name!r} is {what}"))
                 continue
-            et = _elem_type(x)
-            if et is not None and values.dtype != numpy_dtype_for(et):
-                # SwishBias requires bias.dtype == x.dtype; a silent mismatch would only fail at run/build time.
-                refused.append(Refusal(kind, node.name, f"bias dtype {values.dtype} differs from x's "
-                                                        f"{numpy_dtype_for(et)}"))
-                continue
-            ok, layout = bias_layout(values.shape, x.shape)
-            if not ok:
-                refused.append(Refusal(kind, node.name, layout))
+            if (why := _bias_refusal(x, values)) is not None:
+                # SwishBias requires bias.dtype == x.dtype and a supported layout; a mismatch would only fail at
+                # run/build time.
+                refused.append(Refusal(kind, node.name, why))
                 continue
             bias = bias_in if isinstance(bias_in, gs.Constant) else gs.Constant(names(f"{node.name}/bias"), values)
-            kwargs, desc = {"bias": bias}, _describe(values, layout)
+            kwargs, desc = {"bias": bias}, _describe(values, bias_layout(values.shape, x.shape)[1])
         elif isinstance(info.get("bias"), (int, float)) and not isinstance(info.get("bias"), bool):
             kwargs, desc = {"bias_value": float(info["bias"])}, f"{float(info['bias']):g} (attribute)"
         else:
@@ -473,12 +457,27 @@ def run_surgery(
     if unknown:
         raise ValueError(f"unknown surgery pass(es) {unknown}; choose from {', '.join(PASSES)}")
     report = SurgeryReport(counts_before=dict(op_counts(model)))
+    # Initializers also listed as graph inputs are defaults the caller may override. graphsurgeon would import them
+    # as constants (and export them as plain initializers): take them out, so they are graph inputs to the passes
+    # (never folded), and put the defaults back afterwards.
+    overridable = {i.name for i in model.graph.input} & {t.name for t in model.graph.initializer}
+    defaults = [t for t in model.graph.initializer if t.name in overridable]
+    work = onnx.ModelProto()
+    work.CopyFrom(model)
+    if defaults:
+        kept = [t for t in work.graph.initializer if t.name not in overridable]
+        del work.graph.initializer[:]
+        work.graph.initializer.extend(kept)
     try:
         # Intermediate dtypes/shapes are needed for the dtype and bias-layout checks.
-        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(work, data_prop=True)
     except Exception:  # noqa: BLE001 - inference is best effort; unknown types lead to refusals, not errors
-        inferred = model
+        inferred = work
     graph = gs.import_onnx(inferred)
+    taken = {n.name for n in graph.nodes if n.name}
+    for index, node in enumerate(graph.nodes):
+        if not node.name:
+            node.name = _unique(f"{node.op}_{index}", taken)
     steps = {"seed": graph.convert_seed_swish, "onnx-swish": lambda: graph.convert_onnx_swish(fold_bias),
              "sigmoid-mul": lambda: graph.fuse_sigmoid_mul(fold_bias)}
     for name in PASSES:  # fixed order: seeds first, then ONNX Swish, then the generic pattern
@@ -492,11 +491,16 @@ def run_surgery(
     else:
         graph.cleanup().toposort()
         out = gs.export_onnx(graph, do_type_check=False)
+        still_inputs = {i.name for i in out.graph.input}
+        out.graph.initializer.extend(t for t in defaults if t.name in still_inputs)
         out.ir_version = model.ir_version
         out.producer_name, out.producer_version = model.producer_name, model.producer_version
         del out.metadata_props[:]
         out.metadata_props.extend(model.metadata_props)
         _prune_unused_domains(out)
+        # The passes check the contract before they replace anything; a node they emit that breaks it is a bug here.
+        if problems := model_problems(out, only={r.node for r in report.replaced}):
+            raise RuntimeError("surgery emitted nodes that break the SwishBias contract: " + "; ".join(problems))
     report.counts_after = dict(op_counts(out))
     return out, report
 

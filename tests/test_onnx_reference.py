@@ -111,10 +111,12 @@ def test_ort_route_refuses_half_types(elem):
 @pytest.mark.parametrize(
     ("attrs", "ok"),
     [({"plugin_version": "2", "plugin_namespace": "torchtrt_swish"}, False),
-     ({"plugin_version": "1", "plugin_namespace": "other"}, True),  # TensorRT >= 10.10 then tries the domain
+     ({"plugin_version": "1", "plugin_namespace": "other"}, False),
      ({"plugin_version": "1.0"}, False),
-     ({}, True),  # TensorRT's defaults: version "1", namespace "" and then the node's domain
-     ({"plugin_version": "1"}, True)],
+     # TensorRT's parser defaults: version "1", namespace "" (it never reads the node's domain).
+     ({}, False),
+     ({"plugin_version": "1"}, False),
+     ({"plugin_namespace": "torchtrt_swish"}, True)],
 )
 @pytest.mark.parametrize("backend", ["reference", "ort"])
 def test_plugin_identity_is_checked_like_tensorrt(attrs, ok, backend):
@@ -143,3 +145,28 @@ def test_swish_numpy_uses_the_package_kernel_and_rejects_bad_bias():
     # The kernel's own contract check (bias must not change x's shape) surfaces through the executor.
     with pytest.raises(RuntimeError, match="swish"):
         swish_numpy(x, np.ones((2, 3, 4), dtype=np.float32))
+
+
+@pytest.mark.parametrize("backend", ["reference", "ort"])
+def test_0d_tensors_keep_their_shape(backend):
+    x = np.array(1.5, dtype=np.float32)
+    got = run_graph(swish_model((), bias=np.array(0.25)), {"x": x}, backend)["y"]
+    assert got.shape == () and np.isclose(float(got), float(ref_swish64(x, 0.25)), rtol=1e-6)
+    assert swish_numpy(x, np.array(0.25, dtype=np.float32)).shape == ()
+
+
+@pytest.mark.parametrize("elem", [T.FLOAT16, T.BFLOAT16], ids=["float16", "bfloat16"])
+def test_half_reductions_accumulate_in_float32(elem):
+    # 4096 values of 200: the mean (200) is in range, a float16 running sum (819200) is not.
+    x = np.full((1, 1, 64, 64), 200, dtype=NP[elem])
+    nodes = [h.make_node("ReduceMean", ["x"], ["m"], keepdims=0),
+             h.make_node("Reshape", ["x", "shape"], ["r"]), h.make_node("MatMul", ["r", "w"], ["p"])]
+    inits = [onnx.numpy_helper.from_array(np.full((4096, 1), 1 / 4096, dtype=NP[elem]), "w"),
+             onnx.numpy_helper.from_array(np.array([1, 4096], dtype=np.int64), "shape")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", elem, [1, 1, 64, 64])],
+                         [h.make_tensor_value_info("m", elem, None), h.make_tensor_value_info("p", elem, None)],
+                         initializer=inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    out = ReferenceExecutor(model).run({"x": x})
+    assert out["m"].dtype == NP[elem] and float(out["m"]) == 200.0
+    assert out["p"].dtype == NP[elem] and float(out["p"][0, 0]) == pytest.approx(200.0, rel=1e-2)

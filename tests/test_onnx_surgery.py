@@ -137,7 +137,8 @@ def test_seed_float_bias_becomes_one_input_swish(fn):
     attrs = attrs_of(node)
     assert attrs["plugin_version"] == b"1" and attrs["plugin_namespace"] == b"torchtrt_swish"
     assert attrs["bias"] == pytest.approx(3.15)
-    assert [r.kind for r in report.replaced] == ["seed-000" if fn is Seed000Swish else "seed-001"]
+    kind = "original-torchscript" if fn is Seed000Swish else "original-ort-contrib"
+    assert [r.kind for r in report.replaced] == [kind]
     assert not any(n.domain in ("custom", "ai.onnx.contrib") for n in converted.graph.node)
     assert not any(n.op_type == "Constant" for n in converted.graph.node), "the info constant must be cleaned up"
     assert {o.domain for o in converted.opset_import} == {"", SWISH_DOMAIN}
@@ -197,7 +198,7 @@ def test_seed_bias_of_another_dtype_is_refused_with_both_dtypes_named():
     _, report = convert_seed_nodes(model)
     assert not report.replaced
     reason = report.refused[0].reason
-    assert "float64" in reason and "float32" in reason, reason
+    assert "DOUBLE" in reason and "FLOAT" in reason, reason
 
 
 # ------------------------------------------------------------------------------------- synthetic fusion graphs
@@ -272,7 +273,7 @@ def test_add_of_a_runtime_tensor_is_not_folded():
              h.make_node("Add", ["m", "z"], ["y"])]
     model = model_of(nodes, [vi("x", [2, 3]), vi("z", [2, 3])], [vi("y", [2, 3])])
     fused, report = fuse_swish(model)
-    assert op_counts(fused)["Add"] == 1 and "not a constant" in report.replaced[0].note
+    assert op_counts(fused)["Add"] == 1 and "'z' is a graph input" in report.replaced[0].note
 
 
 def test_intermediates_used_elsewhere_are_refused():
@@ -427,3 +428,72 @@ def test_dynamo_exported_torchvision_block_fuses():
     with torch.no_grad():
         want = block.double()(torch.from_numpy(x).double()).numpy()
     np.testing.assert_allclose(ReferenceExecutor(fused).run({"x": x})["y"], want, rtol=1e-4, atol=1e-5)
+
+
+# --------------------------------------------------------------------- overridable initializers, names, contract
+
+
+def test_an_initializer_that_is_also_a_graph_input_is_not_folded():
+    # `b` has a default (initializer) the caller may override (graph input): folding would freeze the default.
+    nodes = [h.make_node("Sigmoid", ["x"], ["s"]), h.make_node("Mul", ["x", "s"], ["m"]),
+             h.make_node("Add", ["m", "b"], ["y"])]
+    default = onnx.numpy_helper.from_array(np.array(0.5, dtype=np.float32), "b")
+    model = model_of(nodes, [vi("x", [2, 3]), vi("b", [])], [vi("y", [2, 3])], inits=[default])
+    fused, report = fuse_swish(model)
+    assert "b" in [i.name for i in fused.graph.input], "the overridable input must stay an input"
+    assert op_counts(fused)["Add"] == 1 and "'b' is a graph input" in report.replaced[0].note
+    x = np.linspace(-4, 4, 6, dtype=np.float32).reshape(2, 3)
+    got = ReferenceExecutor(fused).run({"x": x, "b": np.array(-2.0, dtype=np.float32)})["y"]
+    np.testing.assert_allclose(got, ref_swish64(x, -2.0), rtol=1e-6, atol=1e-6)
+
+
+def test_an_original_format_bias_that_is_a_graph_input_is_refused():
+    node = h.make_node("Plugin", ["x", "b"], ["y"], domain="custom", name="plug")
+    node.attribute.extend([h.make_attribute("name", "Swish"), h.make_attribute("info", "{}")])
+    default = onnx.numpy_helper.from_array(np.array([0.5], dtype=np.float32), "b")
+    graph = h.make_graph([node], "g", [vi("x", [2, 3]), vi("b", [1])], [vi("y", [2, 3])], initializer=[default])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("custom", 1)])
+    _, report = convert_seed_nodes(model)
+    assert not report.replaced and "'b' is a graph input" in report.refused[0].reason
+
+
+def test_unnamed_nodes_are_reported_as_optype_and_index():
+    nodes = [h.make_node("Relu", ["x"], ["r"]), h.make_node("Sigmoid", ["r"], ["s"]),
+             h.make_node("Mul", ["r", "s"], ["m"]), h.make_node("Sigmoid", ["r"], ["g"]),
+             h.make_node("Mul", ["r", "g"], ["y"])]
+    model = model_of(nodes, [vi("x", [2, 3])], [vi("y", [2, 3]), vi("m", [2, 3]), vi("g", [2, 3])])
+    fused, report = fuse_swish(model)
+    text = report.to_text()
+    assert "replaced sigmoid-mul: Sigmoid_1, Mul_2 -> Sigmoid_1/SwishBias" in text, text
+    assert "refused sigmoid-mul at Sigmoid_3:" in text and ", ," not in text
+    assert all(n.name for n in fused.graph.node)
+
+
+def test_surgery_validates_what_it_emits_against_the_contract(monkeypatch):
+    import onnx_path.surgery as surgery
+
+    # A pass that wrote another namespace would make nodes TensorRT's parser cannot resolve.
+    monkeypatch.setattr(surgery, "PLUGIN_NAMESPACE", "elsewhere")
+    with pytest.raises(RuntimeError, match="break the SwishBias contract.*namespace 'elsewhere'"):
+        fuse_swish(swish_graph())
+
+
+@pytest.mark.parametrize(
+    ("inputs", "attrs", "bias", "ok"),
+    [(["x", "b"], {}, np.zeros((3, 1, 1), np.float32), True),       # per-channel on dim 1
+     (["x"], {"bias": 0.5}, None, True),                              # the one-input form the surgery writes
+     (["x", "b"], {}, np.zeros((3, 4, 5), np.float32), False),       # block: not a layout the plugin takes
+     (["x", "b"], {}, np.zeros((1,), np.float16), False)],           # dtype differs from x's
+)
+def test_contract_accepts_the_plugin_forms_and_nothing_else(inputs, attrs, bias, ok):
+    from onnx_path.contract import model_problems
+
+    attrs = {"plugin_version": "1", "plugin_namespace": "torchtrt_swish", **attrs}
+    inits = [onnx.numpy_helper.from_array(bias, "b")] if bias is not None else []
+    node = h.make_node("SwishBias", inputs, ["y"], domain=SWISH_DOMAIN, name="sb", **attrs)
+    graph = h.make_graph([node], "g", [vi("x", [2, 3, 4, 5])], [vi("y", [2, 3, 4, 5])], initializer=inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid(SWISH_DOMAIN, 1)])
+    problems = model_problems(model)
+    assert (problems == []) is ok, problems
+    if not ok:
+        assert problems[0].startswith("SwishBias node 'sb' has an unusable bias input 'b'")

@@ -1,0 +1,193 @@
+"""The SwishBias node contract, checked in one place: what the plugin (reached through TensorRT's parser) accepts.
+
+A node whose op_type is ``SwishBias`` must:
+
+* be in domain ``torchtrt_swish``;
+* name the plugin the way TensorRT's ONNX parser looks it up: attribute ``plugin_version`` (a string, default
+  ``"1"``) and attribute ``plugin_namespace`` (a string; the parser's default is ``""`` and it never reads the
+  node's domain, so the attribute must say ``torchtrt_swish``);
+* take ``[x, bias]`` — the plugin's two tensor inputs, bias of x's dtype in a layout the plugin supports (scalar,
+  per-channel, full) — or ``[x]`` with a float attribute ``bias`` (the plugin's ``bias`` field; the surgery writes
+  this form for the original material's scalar bias), never both;
+* have one output and an x of float32, float16 or bfloat16.
+
+``check`` validates every SwishBias node with ``model_problems`` before anything runs; the surgery applies the same
+rules to what it is about to emit (``x_dtype_problem``, ``bias_problem``) and validates its result with
+``model_problems``; the CPU executors check the plugin identity with ``identity_problem``.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+
+from torchtrt_swish.layout import ACCEPTED_LAYOUTS, SCALAR, classify_bias
+
+from .common import (
+    PLUGIN_NAMESPACE,
+    PLUGIN_VERSION,
+    SWISH_DOMAIN,
+    SWISH_ELEM_TYPES,
+    SWISH_OP,
+    OnnxInputError,
+    elem_type_name,
+    node_label,
+)
+
+__all__ = [
+    "SwishContractError",
+    "bias_layout",
+    "identity_problem",
+    "x_dtype_problem",
+    "bias_problem",
+    "value_types",
+    "node_problem",
+    "model_problems",
+    "check_swish_nodes",
+]
+
+# (elem_type or None, shape or None); a shape lists ints for fixed dims and None for dynamic ones.
+ValueType = tuple[int | None, list[int | None] | None]
+_STRING, _FLOAT = onnx.AttributeProto.STRING, onnx.AttributeProto.FLOAT
+
+
+class SwishContractError(OnnxInputError):
+    """A SwishBias node that the plugin would reject."""
+
+
+def bias_layout(bias_shape: Sequence[int], x_shape: Sequence | None) -> tuple[bool, str]:
+    """(ok, layout name) when the plugin supports this bias for x; (False, reason) otherwise.
+
+    The rule is the package's twin of the plugin's classifyBias() (torchtrt_swish.layout); symbolic ONNX dims
+    (dim_param names) count as dynamic.
+    """
+    b = [int(d) for d in bias_shape]
+    if x_shape is None:
+        # Unknown rank: only a bias that cannot grow x (numel 1, rank <= 1) is safe.
+        if math.prod(b) == 1 and len(b) <= 1:
+            return True, SCALAR
+        return False, f"bias of shape {b} for x of unknown shape cannot be checked against x"
+    xs = [int(d) if isinstance(d, (int, np.integer)) else None for d in x_shape]
+    layout, why = classify_bias(xs, b)
+    if layout is None:
+        return False, why
+    if layout not in ACCEPTED_LAYOUTS:
+        return False, (f"bias of shape {b} is broadcast in a layout the plugin does not support "
+                       "(scalar, per-channel, full)")
+    return True, layout
+
+
+def _attr_type(attr: onnx.AttributeProto) -> str:
+    return onnx.AttributeProto.AttributeType.Name(attr.type)
+
+
+def _text(value) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def identity_problem(version: str | bytes | None, namespace: str | bytes | None) -> str | None:
+    """Why TensorRT's parser would not find this package's creator for these attribute values, or None."""
+    version = PLUGIN_VERSION if version is None else _text(version)  # the parser's default version is "1"
+    namespace = "" if namespace is None else _text(namespace)
+    if version != PLUGIN_VERSION or namespace != PLUGIN_NAMESPACE:
+        return (f"asks for plugin version {version!r} in namespace {namespace!r} (TensorRT's parser reads the "
+                f"plugin_version/plugin_namespace attributes, never the domain); this package provides {SWISH_OP} "
+                f"version {PLUGIN_VERSION!r} in namespace {PLUGIN_NAMESPACE!r}")
+    return None
+
+
+def x_dtype_problem(elem_type: int | None) -> str | None:
+    """Why the plugin cannot take an x of this element type (None when it can or the type is unknown)."""
+    if elem_type is not None and elem_type not in SWISH_ELEM_TYPES:
+        return (f"dtype {elem_type_name(elem_type)} is not supported by the plugin "
+                "(float32, float16, bfloat16 only)")
+    return None
+
+
+def bias_problem(x_type: ValueType, bias_type: ValueType) -> str | None:
+    """Why the plugin cannot take this bias tensor for this x (dtype, layout), or None; unknown facts pass."""
+    (x_elem, x_shape), (b_elem, b_shape) = x_type, bias_type
+    if b_elem is not None and x_elem is not None and b_elem != x_elem:
+        return f"bias dtype {elem_type_name(b_elem)} differs from x's {elem_type_name(x_elem)}"
+    if b_elem is not None and (reason := x_dtype_problem(b_elem)) is not None:
+        return f"bias {reason}"
+    if b_shape is None or any(d is None for d in b_shape):
+        return None
+    ok, why = bias_layout(b_shape, x_shape)
+    return None if ok else why
+
+
+def _type_of(tp: onnx.TypeProto) -> ValueType:
+    if not tp.HasField("tensor_type"):
+        return None, None
+    tt = tp.tensor_type
+    elem = tt.elem_type or None
+    shape = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim] if tt.HasField("shape") else None
+    return elem, shape
+
+
+def value_types(model: onnx.ModelProto) -> dict[str, ValueType]:
+    """(elem_type, shape) of every tensor ONNX shape inference can type, initializers included."""
+    try:
+        model = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - best effort: what stays unknown is not checked
+        pass
+    g = model.graph
+    types = {vi.name: _type_of(vi.type) for vi in [*g.input, *g.value_info, *g.output]}
+    types.update({t.name: (t.data_type, list(t.dims)) for t in g.initializer})
+    return types
+
+
+def node_problem(node: onnx.NodeProto, types: Mapping[str, ValueType]) -> str | None:
+    """Why the plugin would reject this SwishBias node (the first problem found), or None when it meets the contract."""
+    if node.domain != SWISH_DOMAIN:
+        return f"is in the unknown domain {node.domain!r}: the plugin's node is {SWISH_OP} in {SWISH_DOMAIN!r}"
+    attrs = {a.name: a for a in node.attribute}
+    for key in ("plugin_version", "plugin_namespace"):
+        if key in attrs and attrs[key].type != _STRING:
+            return f"has attribute {key} of type {_attr_type(attrs[key])}, not STRING"
+    value = {k: onnx.helper.get_attribute_value(a) for k, a in attrs.items()}
+    if (why := identity_problem(value.get("plugin_version"), value.get("plugin_namespace"))) is not None:
+        return why
+    bias_attr = attrs.get("bias")
+    if bias_attr is not None and bias_attr.type != _FLOAT:
+        return f"has attribute bias of type {_attr_type(bias_attr)}; the plugin's bias field is a FLOAT"
+    inputs = list(node.input)
+    if len(inputs) not in (1, 2) or "" in inputs:
+        return f"has inputs {inputs}; {SWISH_OP} takes [x, bias] (or [x] with a float bias attribute)"
+    if len(node.output) != 1:
+        return f"has {len(node.output)} outputs; {SWISH_OP} has one"
+    if len(inputs) == 2 and bias_attr is not None:
+        return f"has a bias both as input {inputs[1]!r} and as attribute (bias={value['bias']:g}); give one"
+    if len(inputs) == 1 and bias_attr is None:
+        return "has neither a bias input nor a bias attribute"
+    x_type = types.get(inputs[0], (None, None))
+    if (why := x_dtype_problem(x_type[0])) is not None:
+        return f"has an x whose {why}"
+    if len(inputs) == 2:
+        why = bias_problem(x_type, types.get(inputs[1], (None, None)))
+        return None if why is None else f"has an unusable bias input {inputs[1]!r}: {why}"
+    return None
+
+
+def model_problems(model: onnx.ModelProto, *, only: set[str] | None = None) -> list[str]:
+    """'node LABEL: problem' for every SwishBias node (op_type match, any domain) of the main graph that breaks it.
+
+    `only`: restrict to nodes with these names.
+    """
+    nodes = [(i, n) for i, n in enumerate(model.graph.node)
+             if n.op_type == SWISH_OP and (only is None or n.name in only)]
+    if not nodes:
+        return []
+    types = value_types(model)
+    return [f"{SWISH_OP} node {node_label(n, i)!r} {why}" for i, n in nodes
+            if (why := node_problem(n, types)) is not None]
+
+
+def check_swish_nodes(model: onnx.ModelProto, source: str = "model") -> None:
+    """Raise SwishContractError (one line naming each bad node and its problem) unless every SwishBias node is valid."""
+    problems = model_problems(model)
+    if problems:
+        raise SwishContractError(f"{source}: " + "; ".join(problems))
