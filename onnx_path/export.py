@@ -24,15 +24,18 @@ import torch
 
 import torchtrt_swish  # noqa: F401  (loads the op so torch.ops.torchtrt_swish.swish exists)
 
-from .common import PLUGIN_NAMESPACE, PLUGIN_VERSION, SWISH_DOMAIN, SWISH_OP, save_model
+from .common import PLUGIN_NAMESPACE, PLUGIN_VERSION, SWISH_DOMAIN, SWISH_OP, flush_denormals, save_model
 
 MIN_OPSET = 11
 DEFAULT_TORCHSCRIPT_OPSET = 17
+# ONNX admits bfloat16 for Conv (and most other ops) from opset 22 on: the default opset of a bfloat16 export.
+BFLOAT16_MIN_OPSET = 22
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 EXPORTERS = ("torchscript", "dynamo")
 
 __all__ = [
     "MIN_OPSET",
+    "BFLOAT16_MIN_OPSET",
     "DTYPES",
     "EXPORTERS",
     "ExportError",
@@ -175,6 +178,12 @@ def export_onnx(
         raise ExportError(f"unknown exporter {exporter!r}; choose one of {', '.join(EXPORTERS)}")
     args = _as_tuple(example_inputs)
     model = model.eval()
+    if opset is not None and int(opset) > onnx.defs.onnx_opset_version():
+        raise ExportError(f"opset {opset} does not exist: onnx {onnx.__version__} knows opsets up to "
+                          f"{onnx.defs.onnx_opset_version()}")
+    bfloat16 = dtype is not None and parse_dtype(dtype) == torch.bfloat16
+    if bfloat16 and opset is None:
+        opset = BFLOAT16_MIN_OPSET
     if dtype is not None:
         tdtype = parse_dtype(dtype)
         model = copy.deepcopy(model).to(tdtype)  # Module.to is in place: leave the caller's model as it was
@@ -183,12 +192,29 @@ def export_onnx(
     output_names = list(output_names or ["y"])
     axes = dynamic_axes_spec(input_names, args, batch=dynamic_batch, spatial=dynamic_spatial)
 
-    if exporter == "torchscript":
-        onnx_model = _export_torchscript(model, args, opset, input_names, output_names, axes, dynamic_batch)
-    else:
-        onnx_model = _export_dynamo(model, args, opset, input_names, output_names, axes)
+    try:
+        # The exporters run the model: subnormals (randomly initialized nets, half types) make that ~5x slower.
+        with flush_denormals():
+            if exporter == "torchscript":
+                onnx_model = _export_torchscript(model, args, opset, input_names, output_names, axes, dynamic_batch)
+            else:
+                onnx_model = _export_dynamo(model, args, opset, input_names, output_names, axes)
+    except (RuntimeError, ValueError) as exc:
+        # The exporters say "Unsupported onnx_opset_version: 24" (TorchScript) or fail in ONNX's version converter.
+        if opset is not None and "version" in str(exc).lower():
+            first = str(exc).strip().splitlines()[-1]
+            raise ExportError(f"opset {opset} is not supported by the {exporter} exporter of torch "
+                              f"{torch.__version__} ({first})") from exc
+        raise
     if check:
-        check_onnx(onnx_model)
+        try:
+            check_onnx(onnx_model)
+        except ExportError as exc:
+            if bfloat16 and "bfloat16" in str(exc) and int(opset) < BFLOAT16_MIN_OPSET:
+                raise ExportError(f"opset {opset} does not admit bfloat16 for every op of this model (Conv takes it "
+                                  f"from opset {BFLOAT16_MIN_OPSET}): export with opset >= {BFLOAT16_MIN_OPSET} "
+                                  f"(the default for bfloat16); {exc}") from exc
+            raise
     if path is not None:
         save_model(onnx_model, path)
     return onnx_model

@@ -32,10 +32,30 @@ def calibrate_batchnorm(model: torch.nn.Module, example: torch.Tensor, *, seed: 
     model.eval()
 
 
+def _check_input_shape(spec: str, model: torch.nn.Module, example: torch.Tensor) -> None:
+    """ValueError naming the shape and the model's complaint when `model` cannot take `example` (rank, channels)."""
+    shape = "x".join(str(d) for d in example.shape) or "() (a scalar)"
+    # Both model kinds are image networks: a 3-D input would pass Conv2d as an unbatched image, with its
+    # channels read as the batch axis that the export makes dynamic.
+    if example.dim() != 4:
+        raise ValueError(f"input shape {shape} has rank {example.dim()}; {spec} takes NxCxHxW (rank 4)")
+    try:
+        with torch.no_grad(), flush_denormals():
+            model.eval()(example)
+    except RuntimeError as exc:
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"input shape {shape} does not fit {spec}: {why}") from None
+
+
 def build_model(spec: str, *, seed: int = 0, input_shape: tuple[int, ...] | None = None):
-    """(model, example input) for 'seed-net' or 'torchvision:<name>' (random weights, BN calibrated, from `seed`)."""
+    """(model, example input) for 'seed-net' or 'torchvision:<name>' (random weights, BN calibrated, from `seed`).
+
+    ValueError for an unknown spec or an input shape the model cannot take (message names the shape and why).
+    """
     if spec == "seed-net":
-        return torchtrt_swish.Net().eval(), torch.randn(input_shape or (1, 1, 5, 5))
+        model, example = torchtrt_swish.Net().eval(), torch.randn(input_shape or (1, 1, 5, 5))
+        _check_input_shape(spec, model, example)
+        return model, example
     if spec.startswith("torchvision:"):
         import torchvision
 
@@ -46,6 +66,7 @@ def build_model(spec: str, *, seed: int = 0, input_shape: tuple[int, ...] | None
         torch.manual_seed(seed)
         model = factory(weights=None)
         example = torch.randn(input_shape or (1, 3, 64, 64), generator=torch.Generator().manual_seed(seed))
+        _check_input_shape(spec, model, example)  # before calibration, which would fail the same way
         calibrate_batchnorm(model, example, seed=seed)
         return model.eval(), example
     raise ValueError(f"unknown model {spec!r}; choose seed-net or torchvision:<name> "

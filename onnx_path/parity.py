@@ -11,9 +11,17 @@ Runners (all Polygraphy ``BaseRunner`` s, run by ``Comparator.run`` on the same 
 * Polygraphy's ``TrtRunner`` over a serialized engine, where TensorRT is importable (reported as skipped otherwise).
 
 Every candidate is compared with the reference by ``CompareFunc.simple`` (element-wise: a value passes when within
-``atol`` *or* ``rtol``) with per-dtype tolerances. The report lists each output's max abs/rel error and pass/fail
-as a table and as JSON. Per-layer mode marks every tensor of the ONNX graphs as an output (Polygraphy's
-``modify_outputs(MARK_ALL)``) and also compares the ONNX runners tensor by tensor, matching outputs by exact name.
+``atol`` *or* ``rtol``) with per-dtype tolerances (``TOLERANCES``). Fixed bounds alone mislead: a deep network run
+in float16 misses them whether it was fused or not. So each ONNX executor also runs a *baseline* — the model before
+fusion (``--reference``) or the reference torch model exported to ONNX in the candidate's dtype
+(``export_baseline``) — against the same reference, and an output also passes when its max |err| is at most
+``BASELINE_FACTOR`` times its baseline's. The report prints both (and says which one passed), warns about outputs
+whose magnitude is not above ``atol`` (anything passes there), and comes as a table and as JSON. Per-layer mode
+marks every tensor of the ONNX graphs as an output (Polygraphy's ``modify_outputs(MARK_ALL)``) and also compares
+the ONNX runners tensor by tensor, matching outputs by exact name.
+
+Requests that cannot be compared as asked — a missing engine file, inputs or outputs that differ from the
+reference's, a reference ONNX Runtime cannot run, no candidate left to run — raise ``ParityInputError``.
 """
 from __future__ import annotations
 
@@ -21,6 +29,7 @@ import contextlib
 import copy
 import dataclasses
 import json
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -37,7 +46,7 @@ from polygraphy.common import TensorMetadata
 from polygraphy.comparator import Comparator, CompareFunc
 from polygraphy.logger import G_LOGGER
 
-from .common import flush_denormals, graph_inputs, numpy_dtype_for
+from .common import elem_type_name, flush_denormals, graph_inputs, numpy_dtype_for, write_text_atomic
 from .reference import ReferenceExecutor, numpy_to_torch, ort_session
 
 # (atol, rtol) of a candidate against the float64 reference; a value passes within either bound. float32 leaves
@@ -47,11 +56,21 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "float16": (1e-2, 1e-2),
     "bfloat16": (6e-2, 3e-2),
 }
+# A candidate output whose max |err| is at most this multiple of its baseline's passes: two roundings of the same
+# network in the same dtype differ by a small factor in their largest error, a wrong model by orders of magnitude.
+BASELINE_FACTOR = 2.0
 REFERENCE_NAME = "pytorch-fp64"
+BASELINE_SUFFIX = " [baseline]"
 
 __all__ = [
     "TOLERANCES",
+    "BASELINE_FACTOR",
     "REFERENCE_NAME",
+    "ParityInputError",
+    "check_tolerance",
+    "io_mismatch",
+    "torch_output_mismatch",
+    "export_baseline",
     "TorchRunner",
     "ReferenceExecutorRunner",
     "independent_swish",
@@ -61,6 +80,18 @@ __all__ = [
     "compare_runners",
     "check_parity",
 ]
+
+
+class ParityInputError(ValueError):
+    """The comparison cannot be made as asked (see the module docstring); the message names what is wrong."""
+
+
+def check_tolerance(name: str, value: float) -> float:
+    """`value` as a float when it is a finite number >= 0; ValueError naming it otherwise (NaN would pass anything)."""
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return value
 
 
 @contextlib.contextmanager
@@ -166,8 +197,9 @@ class ReferenceExecutorRunner(BaseRunner):
 def _comparable(a: np.ndarray) -> np.ndarray:
     # Polygraphy's array utilities do not know ml_dtypes' bfloat16 (float32 holds every bfloat16 value exactly)
     # and reshape outputs with view(), which needs contiguous memory (reference ops may return strided views).
+    # np.asarray(order="C"), not np.ascontiguousarray: that one turns a 0-d output into shape (1,).
     a = np.asarray(a)
-    return np.ascontiguousarray(a.astype(np.float32) if a.dtype.name == "bfloat16" else a)
+    return np.asarray(a.astype(np.float32) if a.dtype.name == "bfloat16" else a, order="C")
 
 
 def onnx_input_metadata(model: onnx.ModelProto) -> TensorMetadata:
@@ -189,6 +221,11 @@ def random_feeds(
     Keep `scale` near the data the model was calibrated on: a randomly initialized deep net fed far larger inputs
     is chaotic, and then even float32 PyTorch disagrees with float64 PyTorch.
     """
+    for name, value in (("batch", batch), ("count", count)):
+        if int(value) < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
     rng = np.random.default_rng(seed)
     dims = dict(dims or {})
     inputs = graph_inputs(model)
@@ -207,14 +244,15 @@ def random_feeds(
                     shape.append(batch)
                 else:
                     raise ValueError(f"input {name!r} axis {axis} ({d.dim_param or '?'}) is dynamic: give its size")
-            feed[name] = (rng.standard_normal(shape) * scale).astype(numpy_dtype_for(tt.elem_type))
+            # np.asarray: for a 0-d input standard_normal(()) * scale is a NumPy scalar, not an array.
+            feed[name] = np.asarray(rng.standard_normal(shape) * scale).astype(numpy_dtype_for(tt.elem_type))
         feeds.append(feed)
     return feeds
 
 
 @dataclasses.dataclass
 class ParityReport:
-    """Result of a parity run: per-comparison, per-output max abs/rel errors and verdicts."""
+    """Result of a parity run: per-comparison, per-output errors and verdicts, the baselines and warnings."""
 
     dtype: str
     atol: float
@@ -224,6 +262,9 @@ class ParityReport:
     skipped: list[dict] = dataclasses.field(default_factory=list)
     per_layer: bool = False
     model: str = ""
+    baselines: list[dict] = dataclasses.field(default_factory=list)
+    baseline_model: str = ""
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -237,44 +278,68 @@ class ParityReport:
             "dtype": self.dtype,
             "reference": self.reference,
             "tolerances": {"atol": self.atol, "rtol": self.rtol},
+            "baseline_factor": BASELINE_FACTOR,
+            "baseline_model": self.baseline_model,
             "per_layer": self.per_layer,
             "passed": self.passed,
             "comparisons": self.comparisons,
+            "baselines": self.baselines,
             "skipped": self.skipped,
+            "warnings": self.warnings,
         }
 
     def to_json(self, path: str | Path | None = None) -> str:
-        """JSON text; also written to `path` when given."""
+        """JSON text; also written (atomically) to `path` when given."""
         text = json.dumps(self.to_dict(), indent=2)
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_text(text + "\n")
+            write_text_atomic(path, text + "\n")
         return text
 
     def to_table(self, max_rows_per_comparison: int = 12) -> str:
-        """Fixed-width table: runner vs reference, output, max abs / max rel error, tolerances, PASS/FAIL."""
-        head = f"{'runner':<28} {'vs':<28} {'output':<28} {'max_abs':>10} {'max_rel':>10}  result"
+        """Fixed-width table: each candidate's errors, its baseline's, the verdict; baseline rows; warnings."""
+        head = (f"{'runner':<34} {'vs':<24} {'output':<24} {'max_abs':>10} {'max_rel':>10} {'baseline':>10}  "
+                "result")
         lines = [
-            f"parity ({self.dtype}; pass if |err| <= {self.atol:g} or rel <= {self.rtol:g}; reference "
-            f"{self.reference}){' [per-layer]' if self.per_layer else ''}",
+            f"parity ({self.dtype}; an output passes if every |err| <= {self.atol:g} or rel <= {self.rtol:g}"
+            + (f", or if its max |err| <= {BASELINE_FACTOR:g}x its baseline's" if self.baselines else "")
+            + f"; reference {self.reference}"
+            + (f"; baseline {self.baseline_model}" if self.baselines else "; no baseline")
+            + (")" + (" [per-layer]" if self.per_layer else "")),
             head,
             "-" * len(head),
         ]
+
+        def verdict(row) -> str:
+            if not row["passed"]:
+                return "FAIL"
+            return "PASS" if row["within_tolerance"] else f"PASS (<= {BASELINE_FACTOR:g}x baseline)"
+
         for comp in self.comparisons:
             rows = comp["outputs"]
             # Long (per-layer) lists: failures first, then the largest errors.
             shown = rows if len(rows) <= max_rows_per_comparison else sorted(
                 rows, key=lambda r: (r["passed"], -r["max_abs"]))[:max_rows_per_comparison]
             for row in shown:
+                base = row.get("baseline_max_abs")
                 lines.append(
-                    f"{comp['runner'][:28]:<28} {comp['reference'][:28]:<28} {row['name'][-28:]:<28} "
-                    f"{row['max_abs']:>10.3g} {row['max_rel']:>10.3g}  {'PASS' if row['passed'] else 'FAIL'}"
+                    f"{comp['runner'][:34]:<34} {comp['reference'][:24]:<24} {row['name'][-24:]:<24} "
+                    f"{row['max_abs']:>10.3g} {row['max_rel']:>10.3g} {'-' if base is None else f'{base:.3g}':>10}"
+                    f"  {verdict(row)}"
                 )
             if len(shown) < len(rows):
                 lines.append(f"  ... {len(rows) - len(shown)} more tensor(s) of this comparison, "
                              f"{sum(r['passed'] for r in rows)}/{len(rows)} passed")
+        for comp in self.baselines:
+            for row in comp["outputs"]:
+                lines.append(
+                    f"{comp['runner'][:34]:<34} {comp['reference'][:24]:<24} {row['name'][-24:]:<24} "
+                    f"{row['max_abs']:>10.3g} {row['max_rel']:>10.3g} {'':>10}  baseline, "
+                    f"{'within' if row['within_tolerance'] else 'outside'} tolerance"
+                )
         for s in self.skipped:
-            lines.append(f"{s['runner']:<28} skipped: {s['reason']}")
+            lines.append(f"{s['runner']:<34} skipped: {s['reason']}")
+        lines.extend(f"warning: {w}" for w in self.warnings)
         lines.append(f"overall: {'PASS' if self.passed else 'FAIL'}")
         return "\n".join(lines)
 
@@ -297,6 +362,18 @@ def _results_list(accuracy):
     return list(accuracy) if isinstance(accuracy, list) or hasattr(accuracy, "lst") else [accuracy]
 
 
+def _magnitudes(iterations) -> dict[str, float]:
+    """Largest finite |value| per output over all iterations of one runner (NaN when none is finite)."""
+    out: dict[str, float] = {}
+    for it in iterations:
+        for name, value in it.items():
+            a = np.abs(np.asarray(value, dtype=np.float64))
+            finite = a[np.isfinite(a)]
+            big = float(finite.max()) if finite.size else float("nan")
+            out[name] = big if name not in out or np.isnan(out[name]) else max(out[name], big)
+    return out
+
+
 def compare_runners(
     runners: Sequence[BaseRunner],
     feeds: Sequence[Mapping[str, np.ndarray]],
@@ -305,12 +382,25 @@ def compare_runners(
     dtype: str = "float32",
     tolerances: tuple[float, float] | None = None,
     extra_pairs: Sequence[tuple[int, int]] = (),
+    baseline_of: Mapping[int, int] | None = None,
     per_layer: bool = False,
     model_name: str = "",
+    baseline_model: str = "",
     skipped: Sequence[dict] = (),
+    warn_outputs: Sequence[str] | None = None,
 ) -> ParityReport:
-    """Run `runners` on `feeds` with Comparator.run and compare each with the reference via CompareFunc.simple."""
+    """Run `runners` on `feeds` with Comparator.run and compare each with the reference via CompareFunc.simple.
+
+    `baseline_of` maps a candidate runner's index to its baseline runner's (the unfused or reference model run by
+    the same executor). A baseline is compared with the reference too, and a candidate output that fails the
+    absolute bounds still passes when its max |err| is at most BASELINE_FACTOR times its baseline's: the candidate
+    then adds no error beyond what running the model in this dtype on this executor costs anyway. Reference outputs
+    (those in `warn_outputs`, default all) whose magnitude is not above atol get a warning.
+    """
     atol, rtol = tolerances or TOLERANCES[dtype]
+    atol, rtol = check_tolerance("atol", atol), check_tolerance("rtol", rtol)
+    baseline_of = dict(baseline_of or {})
+    baseline_indices = set(baseline_of.values())
     pairs = [(i, reference_index) for i in range(len(runners)) if i != reference_index] + list(extra_pairs)
     with G_LOGGER.verbosity(G_LOGGER.CRITICAL):
         results = Comparator.run(list(runners), data_loader=list(feeds))
@@ -320,28 +410,49 @@ def compare_runners(
             compare_func=_simple_compare_func(atol=atol, rtol=rtol, find_output_func=_exact_name,
                                               check_error_stat="elemwise"),
         )
-    comparisons = []
+    reference_name = runners[reference_index].name
+    by_pair: dict[tuple[str, str], list[dict]] = {}
     for result in _results_list(accuracy):
         for (name0, name1), iterations in result.items():
             per_output: dict[str, dict] = {}
             for it in iterations:
                 for out_name, res in it.items():
-                    row = per_output.setdefault(
-                        out_name, {"name": out_name, "max_abs": 0.0, "max_rel": 0.0, "mean_abs": 0.0, "passed": True}
-                    )
+                    row = per_output.setdefault(out_name, {"name": out_name, "max_abs": 0.0, "max_rel": 0.0,
+                                                           "mean_abs": 0.0, "within_tolerance": True})
                     row["max_abs"] = max(row["max_abs"], float(res.max_absdiff))
                     row["max_rel"] = max(row["max_rel"], float(res.max_reldiff))
                     row["mean_abs"] = max(row["mean_abs"], float(res.mean_absdiff))
-                    row["passed"] = row["passed"] and bool(res)
-            rows = list(per_output.values())
-            comparisons.append({
-                "runner": name0,
-                "reference": name1,
-                "outputs": rows,
-                "passed": bool(rows) and all(r["passed"] for r in rows),
-            })
-    return ParityReport(dtype=dtype, atol=atol, rtol=rtol, reference=runners[reference_index].name,
-                        comparisons=comparisons, skipped=list(skipped), per_layer=per_layer, model=model_name)
+                    row["within_tolerance"] = row["within_tolerance"] and bool(res)
+            by_pair[(name0, name1)] = list(per_output.values())
+
+    magnitude = _magnitudes(results[reference_name])
+    comparisons, baselines, warnings = [], [], []
+    for i, j in pairs:
+        rows = by_pair.get((runners[i].name, runners[j].name), [])
+        entry = {"runner": runners[i].name, "reference": runners[j].name, "outputs": rows}
+        if i in baseline_indices:
+            baselines.append(entry)
+            continue
+        base_rows = {r["name"]: r for r in by_pair.get((runners[baseline_of[i]].name, reference_name), [])} \
+            if i in baseline_of and j == reference_index else {}
+        for row in rows:
+            base = base_rows.get(row["name"])
+            row["baseline_max_abs"] = None if base is None else base["max_abs"]
+            row["within_baseline"] = None if base is None else bool(
+                row["max_abs"] <= BASELINE_FACTOR * base["max_abs"])
+            row["passed"] = row["within_tolerance"] or bool(row["within_baseline"])
+            if j == reference_index:
+                row["reference_max_abs"] = magnitude.get(row["name"])
+        entry["passed"] = bool(rows) and all(r["passed"] for r in rows)
+        comparisons.append(entry)
+    for name, big in magnitude.items():
+        if (warn_outputs is None or name in warn_outputs) and big <= atol:
+            warnings.append(f"output {name!r} of {reference_name} is at most {big:.3g} in magnitude, not above "
+                            f"atol {atol:g}: 'within tolerance' says nothing about it (use a smaller --atol, "
+                            "other inputs, or a calibrated model)")
+    return ParityReport(dtype=dtype, atol=atol, rtol=rtol, reference=reference_name, comparisons=comparisons,
+                        skipped=list(skipped), per_layer=per_layer, model=model_name, baselines=baselines,
+                        baseline_model=baseline_model, warnings=warnings)
 
 
 def _has_ort_extensions() -> bool:
@@ -351,13 +462,106 @@ def _has_ort_extensions() -> bool:
 
 
 def _trt_runner(engine_path: str | Path, name: str):
+    from torchtrt_swish.plugin import load_plugin
+
     from .engine import import_tensorrt
 
-    import_tensorrt()  # Polygraphy imports TensorRT lazily: fail here, not in the middle of Comparator.run
+    trt = import_tensorrt()  # Polygraphy imports TensorRT lazily: fail here, not in the middle of Comparator.run
+    # An engine with SwishBias layers deserializes only when the creator is registered in this process: the engine
+    # file may come from another process (build-engine), so load the plugin before EngineFromBytes runs.
+    load_plugin(trt)
     from polygraphy.backend.common import BytesFromPath
     from polygraphy.backend.trt import EngineFromBytes, TrtRunner
 
     return TrtRunner(EngineFromBytes(BytesFromPath(str(engine_path))), name=name)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def _show_shape(dims) -> str:
+    return "x".join("?" if d is None else str(d) for d in dims) or "scalar"
+
+
+def _value_infos(values) -> dict[str, tuple[int, list | None]]:
+    out = {}
+    for vi in values:
+        tt = vi.type.tensor_type
+        shape = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim] \
+            if tt.HasField("shape") else None
+        out[vi.name] = (tt.elem_type, shape)
+    return out
+
+
+def io_mismatch(candidate: onnx.ModelProto, reference: onnx.ModelProto, what: str = "reference") -> str | None:
+    """How the candidate's inputs/outputs differ from the reference's (names, dtypes, ranks, fixed dims), or None."""
+    for kind, mine, theirs in (("inputs", _value_infos(graph_inputs(candidate)), _value_infos(graph_inputs(reference))),
+                               ("outputs", _value_infos(candidate.graph.output), _value_infos(reference.graph.output))):
+        if list(mine) != list(theirs):
+            return f"the model's {kind} {list(mine)} differ from the {what}'s {list(theirs)}"
+        for name, (elem, shape) in mine.items():
+            r_elem, r_shape = theirs[name]
+            if elem and r_elem and elem != r_elem:
+                return (f"{kind[:-1]} {name!r} is {elem_type_name(elem)} in the model but {elem_type_name(r_elem)} "
+                        f"in the {what}")
+            if shape is None or r_shape is None:
+                continue
+            fixed_differ = any(a is not None and b is not None and a != b for a, b in zip(shape, r_shape))
+            if len(shape) != len(r_shape) or fixed_differ:
+                return (f"{kind[:-1]} {name!r} has shape {_show_shape(shape)} in the model but "
+                        f"{_show_shape(r_shape)} in the {what}")
+    return None
+
+
+def torch_output_mismatch(torch_model: torch.nn.Module, example: torch.Tensor,
+                          candidate: onnx.ModelProto) -> str | None:
+    """How the torch model's outputs on `example` differ from the candidate's (count, rank, fixed non-batch dims)."""
+    with torch.no_grad(), flush_denormals():
+        outputs = torch_model.eval()(example)
+    outputs = (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs)
+    declared = _value_infos(candidate.graph.output)
+    if len(outputs) != len(declared):
+        return f"the torch model returns {len(outputs)} output(s), the model has {len(declared)} ({list(declared)})"
+    for (name, (_, shape)), out in zip(declared.items(), outputs):
+        got = list(out.shape)
+        # Axis 0 is the batch, which the example fixes at 1 and the model usually leaves dynamic.
+        if shape is not None and (len(shape) != len(got) or any(
+                a is not None and a != b for axis, (a, b) in enumerate(zip(shape, got)) if axis > 0)):
+            return (f"output {name!r} has shape {_show_shape(shape)} in the model, the torch model gives "
+                    f"{_show_shape(got)}")
+    return None
+
+
+def export_baseline(torch_model: torch.nn.Module, candidate: onnx.ModelProto,
+                    feed: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+    """The torch reference model exported like the candidate (dtype, opset, input/output names, `feed`'s shapes).
+
+    This is the baseline of a ``--torch-model`` check: the same network as the reference, in the candidate's
+    precision, run by the candidate's executors. Raises onnx_path.export.ExportError when it cannot be exported.
+    """
+    from .export import export_onnx
+
+    inputs = graph_inputs(candidate)
+    example = tuple(numpy_to_torch(np.asarray(feed[vi.name])) for vi in inputs)
+    dtype = numpy_dtype_for(inputs[0].type.tensor_type.elem_type).name
+    opset = next((o.version for o in candidate.opset_import if o.domain in ("", "ai.onnx")), None)
+    return export_onnx(torch_model, example, exporter="torchscript", opset=opset,
+                       input_names=[vi.name for vi in inputs], output_names=[o.name for o in candidate.graph.output],
+                       dynamic_batch=False, dtype=dtype)
+
+
+def _ort_reference_runner(model: onnx.ModelProto, name: str, what: str):
+    import onnxruntime as ort
+
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types per failure
+        dtypes = sorted({elem_type_name(vi.type.tensor_type.elem_type) for vi in graph_inputs(model)})
+        raise ParityInputError(f"ONNX Runtime cannot run the {what} ({'/'.join(dtypes)} inputs): "
+                               f"{_first_line(exc)}") from None
+    return OnnxrtRunner(session, name=name)
 
 
 def _check_parity(
@@ -365,6 +569,7 @@ def _check_parity(
     *,
     torch_model: torch.nn.Module | None = None,
     reference_onnx: onnx.ModelProto | None = None,
+    baseline_onnx: onnx.ModelProto | None = None,
     feeds: Sequence[Mapping[str, np.ndarray]] | None = None,
     dtype: str = "float32",
     backends: Sequence[str] = ("reference", "ort"),
@@ -375,16 +580,22 @@ def _check_parity(
     batch: int = 2,
     seed: int = 0,
     model_name: str = "",
+    baseline_name: str = "",
+    baseline_skipped: str = "",
 ) -> ParityReport:
-    """Implementation of check_parity (without the logger setting).
-
-    The reference is `torch_model` run in float64 with the independent swish (preferred) or, for ONNX-only
-    checks, `reference_onnx` (e.g. the model before fusion) run by plain ONNX Runtime.
-    """
+    """Implementation of check_parity (without the logger setting)."""
     if dtype not in TOLERANCES:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(TOLERANCES)}")
     if torch_model is None and reference_onnx is None:
         raise ValueError("check_parity needs a reference: torch_model or reference_onnx")
+    if tolerances is not None:
+        tolerances = (check_tolerance("atol", tolerances[0]), check_tolerance("rtol", tolerances[1]))
+    if engine_path is not None and not Path(engine_path).is_file():
+        raise ParityInputError(f"{engine_path}: no such engine file")
+    if reference_onnx is not None and (why := io_mismatch(onnx_model, reference_onnx)) is not None:
+        raise ParityInputError(why)
+    if baseline_onnx is not None and (why := io_mismatch(onnx_model, baseline_onnx, "baseline")) is not None:
+        raise ParityInputError(why)
     feeds = list(feeds) if feeds is not None else random_feeds(onnx_model, batch=batch, seed=seed)
     output_names = [o.name for o in onnx_model.graph.output]
     candidate = onnx_model
@@ -399,11 +610,7 @@ def _check_parity(
         ref = reference_onnx
         if per_layer:
             ref = modify_outputs(onnx.shape_inference.infer_shapes(ref), outputs=constants.MARK_ALL, copy=True)
-        import onnxruntime as ort
-
-        runners.append(OnnxrtRunner(ort.InferenceSession(ref.SerializeToString(),
-                                                         providers=["CPUExecutionProvider"]),
-                                    name="onnxruntime-original"))
+        runners.append(_ort_reference_runner(ref, "onnxruntime-original", "reference model"))
     onnx_runner_indices = []
     for backend in backends:
         if backend == "reference":
@@ -427,22 +634,41 @@ def _check_parity(
         except ImportError as exc:
             skipped.append({"runner": "tensorrt", "reason": str(exc)})
     runners.extend(extra_runners)
+    if len(runners) == 1:
+        reasons = "; ".join(f"{s['runner']}: {s['reason']}" for s in skipped) or "no backend was asked for"
+        raise ParityInputError(f"nothing to compare: no candidate could run ({reasons})")
+    baseline_of = {}
+    if baseline_onnx is not None:
+        # The same executors over the baseline model (graph outputs only: intermediates have other names).
+        for i in onnx_runner_indices:
+            name = runners[i].name + BASELINE_SUFFIX
+            if isinstance(runners[i], ReferenceExecutorRunner):
+                runners.append(ReferenceExecutorRunner(baseline_onnx, name=name))
+            else:
+                runners.append(OnnxrtRunner(lambda m=baseline_onnx: ort_session(m), name=name))
+            baseline_of[i] = len(runners) - 1
+    elif baseline_skipped:
+        skipped.append({"runner": "baseline", "reason": baseline_skipped})
     extra_pairs = []
     if per_layer and len(onnx_runner_indices) > 1:
         # Tensor-by-tensor agreement between the ONNX executors localizes a divergence to a layer.
         extra_pairs.append((onnx_runner_indices[1], onnx_runner_indices[0]))
     return compare_runners(runners, feeds, reference_index=0, dtype=dtype, tolerances=tolerances,
-                           extra_pairs=extra_pairs, per_layer=per_layer, model_name=model_name, skipped=skipped)
+                           extra_pairs=extra_pairs, baseline_of=baseline_of, per_layer=per_layer,
+                           model_name=model_name, baseline_model=baseline_name if baseline_onnx is not None else "",
+                           skipped=skipped, warn_outputs=output_names)
 
 
 def check_parity(onnx_model: onnx.ModelProto, **kwargs) -> ParityReport:
     """Compare the CPU executors (and a TensorRT engine, if given and possible) of `onnx_model` with a reference.
 
     Keyword arguments: torch_model (reference, run in float64 with the independent swish — preferred) or
-    reference_onnx (e.g. the model before fusion, run by plain ONNX Runtime); feeds (list of input dicts, default
+    reference_onnx (e.g. the model before fusion, run by plain ONNX Runtime); baseline_onnx (the unfused model, or
+    the reference exported by ``export_baseline``: run by the same ONNX executors, see the module docstring) with
+    baseline_name, or baseline_skipped (why there is none, for the report); feeds (list of input dicts, default
     `random_feeds`); dtype; backends ('reference', 'ort'); engine_path (TensorRT engine, skipped without
     TensorRT); extra_runners (e.g. a TorchRunner over a Torch-TensorRT module); per_layer; tolerances
-    (atol, rtol); batch; seed; model_name.
+    (atol, rtol); batch; seed; model_name. Raises ParityInputError for requests that cannot be compared.
     """
     # Polygraphy logs every comparison (and each mismatch at ERROR); the report carries the same numbers.
     with G_LOGGER.verbosity(G_LOGGER.CRITICAL):

@@ -9,6 +9,7 @@ import torch
 import torchtrt_swish as ts
 from onnx_path.common import SWISH_DOMAIN, SWISH_OP, op_counts, swish_nodes
 from onnx_path.export import (
+    BFLOAT16_MIN_OPSET,
     ExportError,
     check_onnx,
     dynamic_axes_spec,
@@ -163,3 +164,35 @@ def test_dtype_export_leaves_the_callers_model_alone():
     net = ts.Net()
     export_onnx(net, torch.randn(1, 1, 5, 5), dtype="float16")
     assert net.conv.weight.dtype == torch.float32 and net.act.bias.dtype == torch.float32
+
+
+@pytest.mark.parametrize("exporter", ["torchscript", pytest.param("dynamo", marks=needs_dynamo)])
+def test_bfloat16_export_defaults_to_the_opset_where_conv_takes_bfloat16(exporter):
+    model = export_onnx(ts.Net(), torch.randn(1, 1, 5, 5), exporter=exporter, dtype="bfloat16")
+    assert [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] == [BFLOAT16_MIN_OPSET] == [22]
+    assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16
+    check_onnx(model)
+
+
+def test_bfloat16_export_at_an_older_opset_names_the_opset_it_needs():
+    with pytest.raises(ExportError, match="export with opset >= 22"):
+        export_onnx(ts.Net(), torch.randn(1, 1, 5, 5), dtype="bfloat16", opset=20)
+
+
+def test_an_opset_the_exporter_or_onnx_lacks_is_an_export_error():
+    with pytest.raises(ExportError, match=r"opset 99 does not exist: onnx .* knows opsets up to \d+"):
+        export_onnx(ts.Net(), torch.randn(1, 1, 5, 5), opset=99)
+    # Opset 24 exists, but torch's TorchScript exporter stops at 23.
+    with pytest.raises(ExportError, match="opset 24 is not supported by the torchscript exporter"):
+        export_onnx(ts.Net(), torch.randn(1, 1, 5, 5), opset=24)
+
+
+@pytest.mark.parametrize(("spec", "shape", "why"),
+                         [("seed-net", (5, 5), "has rank 2"), ("seed-net", (1, 3, 5, 5), "to have 1 channels"),
+                          ("torchvision:resnet18", (1, 1, 32, 32), "to have 3 channels")])
+def test_build_model_rejects_an_input_shape_the_model_cannot_take(spec, shape, why):
+    from onnx_path.models import build_model
+
+    with pytest.raises(ValueError, match=why) as info:
+        build_model(spec, input_shape=shape)
+    assert "x".join(map(str, shape)) in str(info.value) and "\n" not in str(info.value)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import onnx
@@ -11,10 +12,12 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import torchtrt_swish as ts
-from onnx_path.common import swish_nodes
+from onnx_path.common import SWISH_DOMAIN, swish_nodes
 from onnx_path.export import dynamo_supported, export_onnx
 from onnx_path.parity import (
+    BASELINE_FACTOR,
     TOLERANCES,
+    ParityInputError,
     ReferenceExecutorRunner,
     TorchRunner,
     check_parity,
@@ -141,7 +144,9 @@ def test_missing_tensorrt_is_reported_as_skipped(seed_onnx, tmp_path):
         pytest.skip("TensorRT is importable here: the TensorRT path is covered by test_onnx_engine.py")
     except ImportError:
         pass
-    report = check_parity(seed_onnx, torch_model=ts.Net(), engine_path=tmp_path / "none.engine")
+    engine = tmp_path / "seed.engine"
+    engine.write_bytes(b"not read: TensorRT is not importable")
+    report = check_parity(seed_onnx, torch_model=ts.Net(), engine_path=engine)
     assert report.passed
     assert report.skipped and report.skipped[0]["runner"] == "tensorrt"
     assert "TensorRT is not importable" in report.skipped[0]["reason"]
@@ -154,3 +159,128 @@ def test_bad_arguments(seed_onnx):
         check_parity(seed_onnx)
     with pytest.raises(ValueError, match="dynamic"):
         random_feeds(export_onnx(ts.Net(), torch.randn(1, 1, 5, 5), exporter="torchscript", dynamic_spatial=True))
+
+
+# ---------------------------------------------------------------- baselines, verdicts, bad requests, 0-d, TensorRT
+
+
+def seed_format_model():
+    from onnx_path.demo import SeedNet
+    from onnx_path.surgery import convert_seed_nodes
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        original = export_onnx(SeedNet(), torch.randn(1, 1, 5, 5), opset=11, check=False)
+    converted, _ = convert_seed_nodes(original)
+    return converted
+
+
+def test_baseline_row_and_verdict_against_it(seed_onnx):
+    # Zero tolerance: no float32 result meets it, so only the baseline can pass a correct candidate.
+    feeds = random_feeds(seed_onnx, batch=3, seed=1, count=2, scale=3.0)
+    converted = seed_format_model()
+    report = check_parity(converted, torch_model=ts.Net(), feeds=feeds, tolerances=(0.0, 0.0),
+                          baseline_onnx=seed_onnx, baseline_name="seed_net.onnx")
+    assert report.passed, report.to_table()
+    y = rows(report, "onnx-reference+swish")["y"]
+    assert not y["within_tolerance"] and y["within_baseline"] and y["baseline_max_abs"] > 0
+    assert {c["runner"] for c in report.baselines} == {"onnx-reference+swish [baseline]",
+                                                       "onnxruntime+swish [baseline]"}
+    table = report.to_table()
+    assert "PASS (<= 2x baseline)" in table and "baseline, outside tolerance" in table and "seed_net.onnx" in table
+    assert report.to_dict()["baselines"] and report.to_dict()["baseline_factor"] == BASELINE_FACTOR
+    # The same baseline does not rescue a wrong model.
+    broken = onnx.ModelProto()
+    broken.CopyFrom(seed_onnx)
+    bias_name = swish_nodes(broken)[0].input[1]
+    init = next(t for t in broken.graph.initializer if t.name == bias_name)
+    init.CopyFrom(onnx.numpy_helper.from_array(np.array([3.15 + 0.05], dtype=np.float32), bias_name))
+    report = check_parity(broken, torch_model=ts.Net(), feeds=feeds, baseline_onnx=seed_onnx)
+    assert not report.passed and not rows(report, "onnx-reference+swish")["y"]["within_baseline"]
+
+
+def test_export_baseline_is_the_reference_in_the_candidates_dtype(seed_onnx):
+    from onnx_path.parity import export_baseline
+
+    half = export_onnx(ts.Net(), torch.randn(1, 1, 5, 5), dtype="float16", output_names=["out"])
+    feeds = random_feeds(half, batch=2, seed=0)
+    baseline = export_baseline(ts.Net(), half, feeds[0])
+    assert [o.name for o in baseline.graph.output] == ["out"]
+    assert baseline.graph.input[0].type.tensor_type.elem_type == T.FLOAT16
+    report = check_parity(half, torch_model=ts.Net(), dtype="float16", feeds=feeds, baseline_onnx=baseline)
+    assert report.passed and rows(report, "onnx-reference+swish")["out"]["baseline_max_abs"] > 0
+
+
+def test_outputs_smaller_than_the_tolerance_get_a_warning(seed_onnx):
+    # Net(0.0) on inputs of size 1e-6 gives outputs of about 1e-6: everything is within atol 1e-4.
+    no_bias = export_onnx(ts.Net(0.0), torch.randn(1, 1, 5, 5))
+    tiny = random_feeds(no_bias, batch=2, seed=0, scale=1e-6)
+    report = check_parity(no_bias, torch_model=ts.Net(0.0), feeds=tiny)
+    assert report.passed and len(report.warnings) == 1 and "'y'" in report.warnings[0]
+    assert "warning: output 'y'" in report.to_table()
+    assert rows(report, "onnx-reference+swish")["y"]["reference_max_abs"] < 1e-4
+    normal = check_parity(seed_onnx, torch_model=ts.Net(), feeds=random_feeds(seed_onnx))
+    assert normal.warnings == []
+
+
+@pytest.mark.parametrize("tolerances", [(float("nan"), 1e-3), (1e-4, float("nan")), (-1.0, 0.0), (float("inf"), 0)])
+def test_tolerances_must_be_finite_and_not_negative(seed_onnx, tolerances):
+    with pytest.raises(ValueError, match="must be a finite number >= 0"):
+        check_parity(seed_onnx, torch_model=ts.Net(), tolerances=tolerances)
+
+
+def test_requests_that_cannot_be_compared_raise(seed_onnx, tmp_path):
+    with pytest.raises(ParityInputError, match="no such engine file"):
+        check_parity(seed_onnx, torch_model=ts.Net(), engine_path=tmp_path / "missing.engine")
+    with pytest.raises(ParityInputError, match="nothing to compare"):
+        check_parity(seed_onnx, torch_model=ts.Net(), backends=())
+    renamed = onnx.ModelProto()
+    renamed.CopyFrom(seed_onnx)
+    renamed.graph.output[0].name = "z"
+    with pytest.raises(ParityInputError, match=r"outputs \['y'\] differ from the reference's \['z'\]"):
+        check_parity(seed_onnx, reference_onnx=renamed)
+    # The plain ONNX Runtime reference cannot run a SwishBias node.
+    with pytest.raises(ParityInputError, match="ONNX Runtime cannot run the reference model"):
+        check_parity(seed_onnx, reference_onnx=seed_onnx)
+
+
+def test_0d_outputs_keep_their_shape():
+    node = h.make_node("SwishBias", ["x", "b"], ["y"], domain=SWISH_DOMAIN, plugin_version="1",
+                       plugin_namespace="torchtrt_swish")
+    graph = h.make_graph([node], "g", [h.make_tensor_value_info("x", T.FLOAT, [])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [])],
+                         initializer=[onnx.numpy_helper.from_array(np.array(0.5, dtype=np.float32), "b")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid(SWISH_DOMAIN, 1)])
+    (feed,) = random_feeds(model)
+    assert feed["x"].shape == () and isinstance(feed["x"], np.ndarray)
+    runner = ReferenceExecutorRunner(model)
+    with runner:
+        assert runner.infer(feed)["y"].shape == ()
+
+
+def test_trt_runner_loads_the_plugin_before_the_engine_is_deserialized(tmp_path, monkeypatch):
+    # No TensorRT here: fake its module boundary and record the order of the calls that matter.
+    import polygraphy.backend.trt as poly_trt
+
+    import onnx_path.engine as engine
+    import torchtrt_swish.plugin as plugin
+    from onnx_path.parity import _trt_runner
+
+    calls, fake_trt = [], object()
+    monkeypatch.setattr(engine, "import_tensorrt", lambda: fake_trt)
+    monkeypatch.setattr(plugin, "load_plugin", lambda trt=None, library=None: calls.append(("load_plugin", trt)))
+
+    class Loader:
+        def __init__(self, data):
+            calls.append(("EngineFromBytes", None))
+
+        def __call__(self):  # deserialization: runs when the runner activates
+            calls.append(("deserialize", None))
+
+    monkeypatch.setattr(poly_trt, "EngineFromBytes", Loader)
+    monkeypatch.setattr(poly_trt, "TrtRunner", lambda loader, name: (loader, name))
+    path = tmp_path / "seed.engine"
+    path.write_bytes(b"engine")
+    loader, name = _trt_runner(path, "tensorrt")
+    loader()
+    assert calls == [("load_plugin", fake_trt), ("EngineFromBytes", None), ("deserialize", None)]
