@@ -1,4 +1,9 @@
-"""The seed network through the ONNX route: export, seed-format conversion, CPU parity report, TensorRT engine.
+"""The seed network through the ONNX route: export, conversion of the original material's TorchScript export format,
+CPU parity report, TensorRT engine.
+
+The original material this project grew from exported its swish through a ``torch.autograd.Function`` whose
+``symbolic`` wrote a generic plugin node (``custom::Plugin`` with the parameters as a JSON string attribute); no
+runtime knows that node. The demo exports the network that way too and converts it with the surgery.
 
 ``run_seed_demo(out_dir)`` is what example 04 (and the README's first command) runs. It writes the ONNX files, the
 surgery report and the parity report (``parity_report.json``) into ``out_dir`` and returns the same content as a
@@ -26,7 +31,7 @@ SEED_BIAS = 3.15
 
 
 class SeedSwishFunction(torch.autograd.Function):
-    """The seed's original export pattern (seed 000): its symbolic emits custom::Plugin(name="Swish", info=JSON)."""
+    """The original material's TorchScript export format: its symbolic emits a generic plugin node with JSON info."""
 
     @staticmethod
     def forward(ctx, x, bias: float):
@@ -54,7 +59,7 @@ class SeedNet(torch.nn.Module):
 
 
 def export_seed_style(path: str | Path, example: torch.Tensor) -> Path:
-    """Export SeedNet the seed's way (TorchScript exporter, opset 11, custom::Plugin node) to `path`."""
+    """Export SeedNet in the original material's format (TorchScript exporter, opset 11, generic plugin node)."""
     import warnings
 
     with warnings.catch_warnings():
@@ -93,15 +98,18 @@ def run_seed_demo(out_dir: str | Path, *, engine: bool = True, verbose: bool = F
     example = torch.randn(1, 1, 5, 5)
 
     direct = export_onnx(net, example, out_dir / "seed_net.onnx")
-    seed_path = export_seed_style(out_dir / "seed_net_seed000.onnx", example)
+    seed_path = export_seed_style(out_dir / "seed_net_original_format.onnx", example)
     converted, surgery = convert_seed_nodes(load_model(seed_path))
     save_model(converted, out_dir / "seed_net_converted.onnx")
 
     # std 3: the conv sums three inputs, so the swish sees values out to about +-20 (saturated sigmoid included).
     feeds = random_feeds(direct, batch=4, seed=0, count=2, scale=3.0)
+    # The converted graph's baseline is the direct export: the same network in the same dtype, run by the same
+    # executors (the direct export is the reference network itself, so it has no other baseline).
     reports = [
         check_parity(direct, torch_model=net, feeds=feeds, model_name="seed_net.onnx"),
-        check_parity(converted, torch_model=net, feeds=feeds, model_name="seed_net_converted.onnx"),
+        check_parity(converted, torch_model=net, feeds=feeds, model_name="seed_net_converted.onnx",
+                     baseline_onnx=direct, baseline_name="seed_net.onnx"),
     ]
     result = {
         "artifacts": {p.stem: str(p) for p in sorted(out_dir.glob("*.onnx"))},
@@ -116,7 +124,8 @@ def run_seed_demo(out_dir: str | Path, *, engine: bool = True, verbose: bool = F
     )
     (out_dir / "parity_report.json").write_text(json.dumps(result, indent=2) + "\n")
     result["text"] = "\n\n".join(
-        [f"seed-format conversion (seed 000 -> SwishBias):\n{surgery.to_text()}"]
+        ["conversion of the original material's TorchScript export format (a generic plugin node with JSON "
+         f"parameters) to SwishBias:\n{surgery.to_text()}"]
         + [f"{r.model}:\n{r.to_table()}" for r in reports]
         + [f"TensorRT engine: {result['engine']['status']}"
            + (f" ({result['engine']['reason']})" if "reason" in result["engine"] else "")

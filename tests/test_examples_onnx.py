@@ -24,11 +24,16 @@ def test_example_04_onnx_route(tmp_path):
     assert report["passed"] is True
     assert [p["model"] for p in report["parity"]] == ["seed_net.onnx", "seed_net_converted.onnx"]
     assert all(c["passed"] for p in report["parity"] for c in p["comparisons"])
-    assert report["surgery"]["replaced_by_kind"] == {"seed-000": 1}
+    assert report["surgery"]["replaced_by_kind"] == {"original-torchscript": 1}
+    # The words a reader meets: the original material's format is named, not an internal code.
+    assert "original material's TorchScript export format" in proc.stdout
+    assert "seed 000" not in proc.stdout and "seed-000" not in proc.stdout
+    converted = report["parity"][1]
+    assert converted["baseline_model"] == "seed_net.onnx" and converted["baselines"]
     assert report["engine"]["status"] in ("skipped", "built")
     if report["engine"]["status"] == "skipped":
         assert "TensorRT" in report["engine"]["reason"] and "TensorRT engine: skipped" in proc.stdout
-    for name in ("seed_net.onnx", "seed_net_seed000.onnx", "seed_net_converted.onnx"):
+    for name in ("seed_net.onnx", "seed_net_original_format.onnx", "seed_net_converted.onnx"):
         onnx.checker.check_model(onnx.load(tmp_path / name))
 
 
@@ -36,11 +41,15 @@ def test_example_05_fuse_third_party_model(tmp_path):
     proc = run_example("05_fuse_third_party_model", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "49 SiLU modules" in proc.stdout and "RESULT: PASS" in proc.stdout
+    assert "fusing fused.onnx again: 0 replacement(s), nothing to do" in proc.stdout
     fuse = json.loads((tmp_path / "fuse_report.json").read_text())
     assert fuse["replaced_by_kind"] == {"sigmoid-mul": 49}
     assert fuse["nodes_before"] - fuse["nodes_after"] == 49
     (parity,) = json.loads((tmp_path / "parity_report.json").read_text())
     assert parity["passed"] and {c["runner"] for c in parity["comparisons"]} == {"onnx-reference+swish",
                                                                                    "onnxruntime+swish"}
+    assert parity["baseline_model"] == "original.onnx"
+    assert {c["runner"] for c in parity["baselines"]} == {"onnx-reference+swish [baseline]",
+                                                          "onnxruntime+swish [baseline]"}
     fused = onnx.load(tmp_path / "fused.onnx")
     assert sum(n.op_type == "SwishBias" for n in fused.graph.node) == 49

@@ -1,12 +1,16 @@
 """torchtrt-swish: the ONNX route from the command line — export, fuse, build-engine, check.
 
 Exit codes: 0 success / parity passed, 1 parity failed, 2 usage or input error (bad arguments, missing file, not an
-ONNX model, nothing to fuse, unknown dtype, TensorRT or the plugin unavailable for build-engine).
+ONNX model, nothing to fuse, unknown dtype, an output path that is an input or another output or cannot be written,
+a SwishBias node the plugin would reject, nothing to compare, TensorRT or the plugin unavailable). Errors are one
+line on stderr. Outputs are written atomically (a temporary file in the same folder, then renamed).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -30,6 +34,22 @@ class UsageError(Exception):
     """Bad arguments or inputs: reported on stderr, exit code 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (argparse's own print the usage block first)."""
+
+    def error(self, message: str):
+        """Print 'PROG: error: MESSAGE (see PROG --help)' and exit 2."""
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Examples kept as written, every option's default shown (a help text that explains its default keeps it)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        return text if "(default:" in text or action.required else super()._get_help_string(action)
+
+
 def _progress(msg: str) -> None:
     print(f"[torchtrt-swish] {msg}", file=sys.stderr, flush=True)
 
@@ -42,6 +62,29 @@ def _dtype_arg(text: str) -> str:
     return name
 
 
+def _number_arg(kind: type, minimum: float, *, inclusive: bool):
+    """argparse type: a finite `kind` (int or float) >= minimum (or > minimum); the error names the value."""
+    bound = f"{'>=' if inclusive else '>'} {minimum:g}"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'} {bound}, "
+                                             f"got {text!r}") from None
+        if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive):
+            raise argparse.ArgumentTypeError(f"must be {'an integer' if kind is int else 'a finite number'} "
+                                             f"{bound}, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive_int = _number_arg(int, 1, inclusive=True)
+_positive_float = _number_arg(float, 0, inclusive=False)
+_tolerance = _number_arg(float, 0, inclusive=True)  # NaN or a negative bound would make every comparison pass
+
+
 def _shape_arg(text: str) -> tuple[int, ...]:
     try:
         shape = tuple(int(d) for d in text.lower().split("x"))
@@ -52,13 +95,66 @@ def _shape_arg(text: str) -> tuple[int, ...]:
     return shape
 
 
-def _existing_file(text: str) -> Path:
-    # Only for build-engine, which looks for TensorRT before it reads the model: a missing file is reported as
-    # such also where TensorRT is absent. The other commands get the same message from load_model.
+def _existing_file(text: str | Path) -> Path:
+    # For files read by TensorRT (build-engine's model, check's engine): reported as missing even where TensorRT
+    # is absent. ONNX inputs get the same message from load_model.
     path = Path(text)
-    if not path.exists():
-        raise UsageError(f"{path}: no such file")
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
     return path
+
+
+def _same_file_key(path: Path):
+    # Existing files by inode (hard links, symlinks, ./x vs x); others by their normalized absolute path.
+    try:
+        st = path.stat()
+        return ("inode", st.st_dev, st.st_ino)
+    except OSError:
+        return ("path", os.path.realpath(path))
+
+
+def _writable_problem(path: Path) -> str | None:
+    if path.is_dir():
+        return "is a directory"
+    parent = path.parent
+    if not parent.exists():
+        return f"its folder {parent} does not exist"
+    if not parent.is_dir():
+        return f"{parent} is not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"its folder {parent} is not writable"
+    return None
+
+
+def _check_paths(inputs: dict[str, Path | str | None], outputs: dict[str, Path | None]) -> None:
+    """UsageError unless every output can be written and none is an input or another output."""
+    seen = {_same_file_key(Path(p)): f"{opt} {p}" for opt, p in inputs.items() if p is not None}
+    for opt, path in outputs.items():
+        if path is None:
+            continue
+        key = _same_file_key(Path(path))
+        if key in seen:
+            raise UsageError(f"{opt} {path} is the same file as {seen[key]}: refusing to overwrite it")
+        seen[key] = f"{opt} {path}"
+        if (why := _writable_problem(Path(path))) is not None:
+            raise UsageError(f"{opt} {path} cannot be written: {why}")
+
+
+def _write(path: Path, opt: str, write) -> None:
+    """Run write() and turn an OSError into a UsageError naming the option and path."""
+    try:
+        write()
+    except OSError as exc:
+        raise UsageError(f"{opt} {path} could not be written: {exc.strerror or exc}") from None
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torchtrt_swish")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def _build_model(spec: str, seed: int, input_shape):
@@ -75,15 +171,16 @@ def _build_model(spec: str, seed: int, input_shape):
 
 def cmd_export(args) -> int:
     """Export a torch model (seed Net or a torchvision model with random weights) to ONNX."""
-    from onnx_path.common import op_counts
+    from onnx_path.common import op_counts, save_model
     from onnx_path.export import export_onnx
 
+    _check_paths({}, {"-o": args.output})
     model, example = _build_model(args.model, args.seed, args.input_shape)
     _progress(f"exporting {args.model} ({args.exporter} exporter) to {args.output} ...")
     start = time.perf_counter()
-    onnx_model = export_onnx(model, example, args.output, exporter=args.exporter, opset=args.opset,
-                             dynamic_batch=not args.static, dynamic_spatial=args.dynamic_hw, dtype=args.dtype,
-                             output_names=["y"])
+    onnx_model = export_onnx(model, example, exporter=args.exporter, opset=args.opset, dynamic_batch=not args.static,
+                             dynamic_spatial=args.dynamic_hw, dtype=args.dtype, output_names=["y"])
+    _write(args.output, "-o", lambda: save_model(onnx_model, args.output))
     counts = op_counts(onnx_model)
     listing = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
     print(f"wrote {args.output}: {sum(counts.values())} nodes ({listing}) in {time.perf_counter() - start:.1f} s")
@@ -92,41 +189,53 @@ def cmd_export(args) -> int:
 
 def cmd_fuse(args) -> int:
     """Run graph surgery on an ONNX file: seed-format conversion, ONNX Swish, Sigmoid/Mul(/Add) fusion."""
-    from onnx_path.common import load_model, save_model
+    from onnx_path.common import load_model, save_model, swish_nodes, write_text_atomic
     from onnx_path.surgery import PASSES, run_surgery
 
     passes = [p.strip() for p in args.passes.split(",") if p.strip()]
     if unknown := [p for p in passes if p not in PASSES]:
         raise UsageError(f"unknown pass(es) {unknown}; choose from {', '.join(PASSES)}")
+    _check_paths({"input": args.input}, {"-o": args.output, "--report": args.report})
     model = load_model(args.input)
     _progress(f"running {', '.join(passes)} on {args.input} ...")
     fused, report = run_surgery(model, passes, fold_bias=not args.no_fold_bias)
     print(report.to_text())
     if args.report:
-        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.report).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
-    if not report.replaced and not args.allow_no_match:
+        text = json.dumps(report.to_dict(), indent=2) + "\n"
+        _write(args.report, "--report", lambda: write_text_atomic(args.report, text))
+    already = len(swish_nodes(model))
+    if not report.replaced and already:
+        # Idempotent: a fused model fuses to itself (the passes never match a SwishBias node again).
+        print(f"nothing to do: {args.input} already has {already} SwishBias node(s) and nothing left to fuse")
+    elif not report.replaced and not args.allow_no_match:
         raise UsageError(f"{args.input}: no matching nodes (nothing for passes {', '.join(passes)}); "
                          "use --allow-no-match to write the model unchanged")
-    save_model(fused, args.output)
+    _write(args.output, "-o", lambda: save_model(fused, args.output))
     print(f"wrote {args.output}")
     return EXIT_OK
 
 
 def cmd_build_engine(args) -> int:
     """Build a TensorRT engine from an ONNX file with the SwishBias plugin loaded."""
+    from onnx_path.common import atomic_output
     from onnx_path.engine import build_engine, parse_shape_spec
 
     path = _existing_file(args.input)
+    _check_paths({"input": path, "--plugin": args.plugin}, {"-o": args.output})
     try:
         shapes = {k: parse_shape_spec(getattr(args, f"{k}_shapes")) for k in ("min", "opt", "max")}
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     _progress(f"building a {args.precision} TensorRT engine from {path} ...")
-    out = build_engine(path, args.output, precision=args.precision, min_shapes=shapes["min"],
-                       opt_shapes=shapes["opt"], max_shapes=shapes["max"], plugin_library=args.plugin,
-                       workspace_gib=args.workspace_gib, verbose=args.verbose)
-    print(f"wrote {out}")
+
+    def build():
+        with atomic_output(args.output) as tmp:
+            build_engine(path, tmp, precision=args.precision, min_shapes=shapes["min"], opt_shapes=shapes["opt"],
+                         max_shapes=shapes["max"], plugin_library=args.plugin, workspace_gib=args.workspace_gib,
+                         verbose=args.verbose)
+
+    _write(args.output, "-o", build)
+    print(f"wrote {args.output}")
     return EXIT_OK
 
 
@@ -144,11 +253,19 @@ def _dims_arg(text: str) -> dict[str, int]:
 def cmd_check(args) -> int:
     """Parity report (Polygraphy) of an ONNX file's CPU executors (and a TensorRT engine) against a reference."""
     from onnx_path.common import SWISH_ELEM_TYPES, elem_type_name, graph_inputs, load_model, numpy_dtype_for
-    from onnx_path.parity import check_parity, random_feeds
+    from onnx_path.contract import check_swish_nodes
+    from onnx_path.export import ExportError
+    from onnx_path.parity import check_parity, export_baseline, random_feeds, torch_output_mismatch
 
-    model = load_model(args.input)
     if (args.torch_model is None) == (args.reference is None):
         raise UsageError("check needs exactly one reference: --torch-model SPEC or --reference ORIGINAL.onnx")
+    _check_paths({"input": args.input, "--reference": args.reference, "--engine": args.engine},
+                 {"--json": args.json})
+    model = load_model(args.input)
+    # Before anything runs: a node the plugin would reject must not be reported as passing on the CPU.
+    check_swish_nodes(model, str(args.input))
+    if args.engine is not None:
+        _existing_file(args.engine)
     inputs = graph_inputs(model)
     if not inputs:
         raise UsageError(f"{args.input}: the model has no inputs")
@@ -168,14 +285,27 @@ def cmd_check(args) -> int:
         # Same example shape as the export (BatchNorm calibration of torchvision models depends on it).
         dims = inputs[0].type.tensor_type.shape.dim
         shape = tuple(1 if i == 0 else d.dim_value for i, d in enumerate(dims))
-        torch_model, _ = _build_model(args.torch_model, args.seed, shape if all(shape) else None)
+        torch_model, example = _build_model(args.torch_model, args.seed, shape if all(shape) else None)
+        if (why := torch_output_mismatch(torch_model, example, model)) is not None:
+            raise UsageError(f"{args.input} does not match --torch-model {args.torch_model}: {why}")
     else:
         reference = load_model(args.reference)
     try:
         feeds = random_feeds(model, batch=args.batch, dims=args.dims, seed=args.seed, count=args.iterations,
                              scale=args.scale)
-    except ValueError as exc:
+    except ValueError as exc:  # batch, count and scale are validated by the parser: a dynamic axis is left
         raise UsageError(f"{exc} (with --dims NAME=SIZE)") from None
+    baseline, baseline_name, baseline_skipped = None, "", ""
+    if args.no_baseline:
+        baseline_skipped = "--no-baseline"
+    elif reference is not None:
+        baseline, baseline_name = reference, str(args.reference)
+    else:
+        try:
+            baseline = export_baseline(torch_model, model, feeds[0])
+            baseline_name = f"{args.torch_model} exported in {model_dtype}"
+        except ExportError as exc:
+            baseline_skipped = f"{args.torch_model} could not be exported as a baseline ({exc})"
     tolerances = None
     if args.atol is not None or args.rtol is not None:
         from onnx_path.parity import TOLERANCES
@@ -186,10 +316,11 @@ def cmd_check(args) -> int:
               f"{args.torch_model or args.reference} ...")
     report = check_parity(model, torch_model=torch_model, reference_onnx=reference, feeds=feeds, dtype=model_dtype,
                           backends=backends, engine_path=args.engine, per_layer=args.per_layer,
-                          tolerances=tolerances, model_name=str(args.input))
+                          tolerances=tolerances, model_name=str(args.input), baseline_onnx=baseline,
+                          baseline_name=baseline_name, baseline_skipped=baseline_skipped)
     print(report.to_table())
     if args.json:
-        report.to_json(args.json)
+        _write(args.json, "--json", lambda: report.to_json(args.json))
         print(f"wrote {args.json}")
     return EXIT_OK if report.passed else EXIT_PARITY_FAIL
 
@@ -199,9 +330,10 @@ def cmd_check(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser with the four subcommands."""
-    fmt = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(prog="torchtrt-swish", description=__doc__.split("\n")[0], epilog=_MAIN_EPILOG,
-                                     formatter_class=fmt)
+    fmt = _Formatter
+    parser = _Parser(prog="torchtrt-swish", description=__doc__.split("\n")[0], epilog=_MAIN_EPILOG,
+                     formatter_class=fmt)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("export", help="export a model to ONNX (SwishBias nodes for torchtrt_swish ops)",
@@ -209,25 +341,34 @@ def build_parser() -> argparse.ArgumentParser:
                        "  torchtrt-swish export --exporter dynamo --dynamic-hw -o seed_net_dyn.onnx\n"
                        "  torchtrt-swish export --model torchvision:efficientnet_b0 --input-shape 1x3x64x64 "
                        "-o effnet.onnx")
-    p.add_argument("--model", default="seed-net", help="seed-net (default) or torchvision:<name> (random weights)")
-    p.add_argument("-o", "--output", required=True, type=Path, help="ONNX file to write")
-    p.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript")
-    p.add_argument("--opset", type=int, default=None, help="ONNX opset (>= 11; dynamo: >= 18)")
-    p.add_argument("--dtype", type=_dtype_arg, default=None, help="float32 (default), float16 or bfloat16")
-    p.add_argument("--input-shape", type=_shape_arg, default=None, help="example input shape, e.g. 1x3x64x64")
+    p.add_argument("--model", default="seed-net", help="seed-net or torchvision:<name> (random weights)")
+    p.add_argument("-o", "--output", required=True, type=Path, help="ONNX file to write; its folder must exist (required)")
+    p.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
+                   help="torch.onnx exporter")
+    p.add_argument("--opset", type=_positive_int, default=None,
+                   help="ONNX opset, >= 11 (dynamo: >= 18) (default: 17 for torchscript, torch's for dynamo, 22 "
+                        "for bfloat16, where Conv first takes bfloat16)")
+    p.add_argument("--dtype", type=_dtype_arg, default=None, help="float32, float16 or bfloat16 (default: the model's, float32)")
+    p.add_argument("--input-shape", type=_shape_arg, default=None,
+                   help="example input shape NxCxHxW, e.g. 1x3x64x64 (default: 1x1x5x5 for seed-net, 1x3x64x64 "
+                        "for torchvision models)")
     p.add_argument("--static", action="store_true", help="no dynamic batch axis")
     p.add_argument("--dynamic-hw", action="store_true", help="also make height/width of 4-D inputs dynamic")
-    p.add_argument("--seed", type=int, default=0, help="seed for random weights/inputs (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed for random weights/inputs")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("fuse", help="graph surgery: seed formats / ONNX Swish / Sigmoid*Mul(+Add) -> SwishBias",
+    p = sub.add_parser("fuse", help="graph surgery: original formats / ONNX Swish / Sigmoid*Mul(+Add) -> SwishBias",
                        formatter_class=fmt, epilog="examples:\n  torchtrt-swish fuse model.onnx -o model_swish.onnx\n"
-                       "  torchtrt-swish fuse seed.onnx -o seed_swish.onnx --passes seed --report report.json")
+                       "  torchtrt-swish fuse seed.onnx -o seed_swish.onnx --passes seed --report report.json\n"
+                       "passes: seed = the original material's export formats (custom::Plugin node with a JSON "
+                       "info\n  attribute, or its ai.onnx.contrib variant); onnx-swish = ONNX Swish with alpha 1; "
+                       "sigmoid-mul =\n  x*Sigmoid(x) (+ constant) patterns. A model that already has SwishBias "
+                       "nodes and nothing\n  left to fuse is written unchanged (exit 0, 'nothing to do').")
     p.add_argument("input", help="ONNX file")
-    p.add_argument("-o", "--output", required=True, type=Path, help="ONNX file to write")
-    p.add_argument("--passes", default="seed,onnx-swish,sigmoid-mul", help="comma-separated passes (default: all)")
+    p.add_argument("-o", "--output", required=True, type=Path, help="ONNX file to write, not the input (required)")
+    p.add_argument("--passes", default="seed,onnx-swish,sigmoid-mul", help="comma-separated passes")
     p.add_argument("--no-fold-bias", action="store_true", help="do not fold a following Add of a constant")
-    p.add_argument("--report", type=Path, default=None, help="write the surgery report as JSON")
+    p.add_argument("--report", type=Path, default=None, help="write the surgery report as JSON (default: none)")
     p.add_argument("--allow-no-match", action="store_true", help="succeed (and copy the model) when nothing matches")
     p.set_defaults(func=cmd_fuse)
 
@@ -237,13 +378,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "  torchtrt-swish build-engine net.onnx -o net.engine --precision fp16 \\\n"
                        "      --min-shapes x:1x3x64x64 --opt-shapes x:8x3x224x224 --max-shapes x:32x3x320x320")
     p.add_argument("input", help="ONNX file")
-    p.add_argument("-o", "--output", required=True, type=Path, help="engine file to write")
-    p.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32")
+    p.add_argument("-o", "--output", required=True, type=Path, help="engine file to write (required)")
+    p.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32", help="builder precision")
     for which in ("min", "opt", "max"):
         p.add_argument(f"--{which}-shapes", default=None, help=f"{which} profile shapes, e.g. x:1x3x224x224 "
                                                                 "(default: batch 1/8/32 on axis 0)")
     p.add_argument("--plugin", type=Path, default=None, help="plugin library (default: the one in the package)")
-    p.add_argument("--workspace-gib", type=float, default=None, help="builder workspace limit in GiB")
+    p.add_argument("--workspace-gib", type=_positive_float, default=None,
+                   help="builder workspace limit in GiB (default: TensorRT's)")
     p.add_argument("--verbose", action="store_true", help="TensorRT verbose log")
     p.set_defaults(func=cmd_build_engine)
 
@@ -253,25 +395,37 @@ def build_parser() -> argparse.ArgumentParser:
                        "  torchtrt-swish check effnet_swish.onnx --reference effnet.onnx --per-layer\n"
                        "  torchtrt-swish check seed_net.onnx --torch-model seed-net --engine seed.engine \\\n"
                        "      --json p.json\n"
-                       "exit code 0 when every output is within tolerance, 1 otherwise")
+                       "verdict: an output passes when every element is within --atol or --rtol of the reference,\n"
+                       "or when its max error is at most a small multiple (onnx_path.parity.BASELINE_FACTOR) of its\n"
+                       "baseline's: the unfused --reference model, or the --torch-model exported in the model's\n"
+                       "dtype, run by the same executor against the same reference. The table shows both.\n"
+                       "exit code 0 when every output passes, 1 otherwise, 2 when nothing could be compared")
     p.add_argument("input", help="ONNX file to check (may contain SwishBias nodes)")
     p.add_argument("--torch-model", default=None, help="reference: seed-net or torchvision:<name> (same --seed as "
-                                                       "export), run in float64 with an independent swish")
-    p.add_argument("--reference", default=None, help="reference: an ONNX file (e.g. before fusion) run by ONNX Runtime")
+                                                       "export), run in float64 with an independent swish "
+                                                       "(default: none; give this or --reference)")
+    p.add_argument("--reference", default=None, help="reference: an ONNX file (e.g. before fusion) run by ONNX Runtime "
+                                                     "(default: none; give this or --torch-model)")
     p.add_argument("--dtype", type=_dtype_arg, default=None, help="expected input dtype (default: the model's)")
-    p.add_argument("--backends", default=None, help="reference,ort (default: both for float32, reference otherwise)")
+    p.add_argument("--backends", default=None,
+                   help="comma-separated CPU executors: reference, ort (default: both for float32, reference "
+                        "otherwise)")
     p.add_argument("--engine", type=Path, default=None,
-                   help="also compare a TensorRT engine (reported as skipped without TensorRT)")
+                   help="also compare a TensorRT engine, loading the plugin first (reported as skipped without "
+                        "TensorRT) (default: none)")
     p.add_argument("--per-layer", action="store_true", help="mark every tensor as an output and compare them all")
-    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--no-baseline", action="store_true", help="judge by --atol/--rtol only (no baseline runs)")
+    p.add_argument("--batch", type=_positive_int, default=2, help="size of a dynamic batch axis")
     p.add_argument("--dims", type=_dims_arg, default=None, metavar="NAME=SIZE[,NAME=SIZE]",
-                   help="sizes of named dynamic axes other than the batch, e.g. height=5,width=5")
-    p.add_argument("--iterations", type=int, default=1, help="number of random input sets")
-    p.add_argument("--scale", type=float, default=1.0, help="standard deviation of the random inputs")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--atol", type=float, default=None)
-    p.add_argument("--rtol", type=float, default=None)
-    p.add_argument("--json", type=Path, default=None, help="write the report as JSON")
+                   help="sizes of named dynamic axes other than the batch, e.g. height=5,width=5 (default: none)")
+    p.add_argument("--iterations", type=_positive_int, default=1, help="number of random input sets")
+    p.add_argument("--scale", type=_positive_float, default=1.0, help="standard deviation of the random inputs")
+    p.add_argument("--seed", type=int, default=0, help="seed for the random inputs (and --torch-model weights)")
+    p.add_argument("--atol", type=_tolerance, default=None,
+                   help="absolute tolerance, finite and >= 0 (default: per dtype, onnx_path.parity.TOLERANCES)")
+    p.add_argument("--rtol", type=_tolerance, default=None,
+                   help="relative tolerance, finite and >= 0 (default: per dtype, onnx_path.parity.TOLERANCES)")
+    p.add_argument("--json", type=Path, default=None, help="write the report as JSON (default: none)")
     p.set_defaults(func=cmd_check)
     return parser
 
@@ -283,7 +437,9 @@ def main(argv: list[str] | None = None) -> int:
         from onnx_path.common import OnnxInputError
         from onnx_path.engine import EngineBuildError, PluginNotFoundError, TensorRTUnavailable
         from onnx_path.export import ExportError
+        from onnx_path.parity import ParityInputError
         from onnx_path.reference import PluginIdentityError
+        from torchtrt_swish.plugin import PluginLoadError
     except ImportError as exc:  # the [onnx] extra is optional for the package, required for this CLI
         print(f"torchtrt-swish {args.command}: error: the ONNX tools are not installed ({exc}); "
               "install them with: pip install 'torchtrt_swish[onnx]'", file=sys.stderr)
@@ -292,8 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (UsageError, OnnxInputError, ExportError, EngineBuildError, PluginNotFoundError, TensorRTUnavailable,
-            PluginIdentityError) as exc:
-        print(f"torchtrt-swish {args.command}: error: {exc}", file=sys.stderr)
+            PluginIdentityError, ParityInputError, PluginLoadError) as exc:
+        message = " ".join(str(exc).split())  # one line, whatever the exception's text looked like
+        print(f"torchtrt-swish {args.command}: error: {message}", file=sys.stderr)
         return EXIT_USAGE
 
 

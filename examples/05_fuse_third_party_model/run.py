@@ -50,12 +50,18 @@ def main(argv: list[str] | None = None) -> int:
           f"Mul {before.get('Mul', 0)} -> {after.get('Mul', 0)}, "
           f"SwishBias {after.get('torchtrt_swish::SwishBias', 0)})")
 
+    again, second = run_surgery(fused)
+    print(f"fusing fused.onnx again: {len(second.replaced)} replacement(s), nothing to do"
+          if not second.replaced else f"fusing again replaced {len(second.replaced)} node(s): not idempotent")
+
+    # Baseline: the unfused export, run by the same executors against the same float64 reference.
     feeds = random_feeds(fused, batch=2, seed=1)
-    parity = check_parity(fused, torch_model=model, feeds=feeds, model_name=f"{args.model} (fused)")
+    parity = check_parity(fused, torch_model=model, feeds=feeds, model_name=f"{args.model} (fused)",
+                          baseline_onnx=original, baseline_name="original.onnx")
     print()
     print(parity.to_table())
     reports = [parity.to_dict()]
-    passed = parity.passed and len(report.replaced) == silus
+    passed = parity.passed and len(report.replaced) == silus and not second.replaced
     if args.per_layer:
         layer = check_parity(fused, reference_onnx=original, feeds=feeds, per_layer=True,
                              model_name=f"{args.model} (fused vs original, per layer)")
