@@ -3,17 +3,20 @@
 Modules (import what you need; none of them needs TensorRT to import):
 
 * ``export`` — torch model -> ONNX with one ``SwishBias`` node per ``torchtrt_swish::swish`` call.
-* ``surgery`` — onnx-graphsurgeon passes: seed formats, ONNX ``Swish``, ``Sigmoid``/``Mul``(/``Add``) -> ``SwishBias``.
+* ``contract`` — the ``SwishBias`` node contract (what the plugin accepts), checked in one place.
+* ``surgery`` — onnx-graphsurgeon passes: the original material's export formats, ONNX ``Swish``,
+  ``Sigmoid``/``Mul``(/``Add``) -> ``SwishBias``.
 * ``reference`` — run graphs with ``SwishBias`` nodes on the CPU (onnx.reference or ONNX Runtime, with this
   package's kernel).
 * ``engine`` — ONNX -> TensorRT engine with the plugin library loaded.
-* ``parity`` — Polygraphy comparisons against a float64 PyTorch reference, with table/JSON reports.
+* ``parity`` — Polygraphy comparisons against a float64 PyTorch reference, with a baseline per executor and
+  table/JSON reports.
 * ``demo`` — the seed network end to end (``run_seed_demo``), used by example 04 and the README's first command.
 * ``models`` — the torch models the CLI and examples build (seed Net, torchvision models with random weights).
 
-The node contract lives in ``common``: op_type ``SwishBias``, domain ``torchtrt_swish``, attributes
-``plugin_version="1"`` and ``plugin_namespace="torchtrt_swish"``, inputs ``(x, bias)`` (or ``x`` with a float
-attribute ``bias``).
+The node's identity lives in ``common`` and its contract in ``contract``: op_type ``SwishBias``, domain
+``torchtrt_swish``, attributes ``plugin_version="1"`` and ``plugin_namespace="torchtrt_swish"``, inputs
+``(x, bias)`` (or ``x`` with a float attribute ``bias``).
 """
 from .common import (
     PLUGIN_NAMESPACE,

@@ -1,8 +1,9 @@
 """Example 04: the seed network through the ONNX route.
 
-seed Net -> ONNX (SwishBias node, TorchScript exporter) and the seed's own export format (custom::Plugin) ->
-graph surgery -> Polygraphy parity report against a float64 PyTorch reference -> TensorRT engine where TensorRT
-is present (reported as skipped otherwise). Exit code 0 when every comparison passes.
+seed Net -> ONNX (SwishBias node, TorchScript exporter) and the original material's TorchScript export format (a
+generic plugin node with its parameters as a JSON string) -> graph surgery -> Polygraphy parity report against a
+float64 PyTorch reference -> TensorRT engine where TensorRT is present (reported as skipped otherwise). Exit code 0
+when every comparison passes.
 """
 from __future__ import annotations
 
