@@ -16,8 +16,10 @@ same biases; before timing, their eval outputs must agree (fp32; the op's fp32 f
 Timing: triton.testing.do_bench (CUDA events, L2 flushed before each call), median in ms, after a warm-up call.
 
 Usage (H200): python benchmarks/bench_efficientnet.py --out $OUT/efficientnet.csv [--dtypes fp32,bf16]
-    [--compile-dtypes bf16] [--tasks inference,train] [--batch 128] [--bf16 autocast|cast] [--channels-last]
-Compiling B0 takes tens of seconds per row, so by default only bf16 is compiled (--compile-dtypes fp32,bf16 for all).
+    [--compile-dtypes bf16] [--tasks train,inference] [--compile-tasks train,inference] [--batch 128]
+    [--bf16 autocast|cast] [--channels-last]
+Compiling B0 takes tens of seconds per model, so by default only bf16 is compiled (--compile-dtypes fp32,bf16 for
+all rows). Rows print as they are measured; the CSV is written at the end, also when the run is cut short.
 """
 from __future__ import annotations
 
@@ -130,7 +132,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("efficientnet.csv"))
     ap.add_argument("--dtypes", default="fp32,bf16")
     ap.add_argument("--compile-dtypes", default="bf16", help="dtypes that also get torch.compile rows ('' for none)")
-    ap.add_argument("--tasks", default="inference,train")
+    ap.add_argument("--tasks", default="train,inference", help="eager rows")
+    ap.add_argument("--compile-tasks", default="train,inference", help="compiled rows")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--bf16", choices=["autocast", "cast"], default="autocast")
     ap.add_argument("--channels-last", action="store_true")
@@ -170,7 +173,7 @@ def main() -> int:
             if cast:
                 models = {k: copy.deepcopy(m).to(torch.bfloat16) for k, m in models.items()}
             for mode in ["eager"] + (["compile"] if dname in compile_dtypes else []):
-                for task in args.tasks.split(","):
+                for task in (args.tasks if mode == "eager" else args.compile_tasks).split(","):
                     row = {"dtype": dname, "bf16": args.bf16 if dname == "bf16" else "", "mode": mode, "task": task,
                            "batch": args.batch, "format": "channels_last" if args.channels_last else "contiguous"}
                     for name, model in models.items():
