@@ -2,7 +2,8 @@
 
 Usage on the H200 (per-kernel durations, clocks left alone as METHOD.md asks):
     ncu --clock-control none --metrics gpu__time_duration.sum --csv python3 tools/profile_driver.py > $OUT/ncu.csv
-The layouts are bench_swish's: x is [N/256, 256], scalar bias [1] or per-channel bias [256] (last dim).
+The layouts are bench_swish's: x is [N/256, 256], scalar bias [1] or per-channel bias [256] (last dim); or, with
+--layouts, bench_layouts' cases by name (e.g. nchw_32x112x112_n128,dim1_64x16_2^24), whose sizes --sizes then ignores.
 --with-compile also runs torch.compile of x * sigmoid(x) + b (bench_swish's peer) in the same ranges, so the
 profiler times inductor's kernels next to ours.
 """
@@ -27,27 +28,39 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--with-compile", action="store_true")
     ap.add_argument("--forward-only", action="store_true", help="no backward (and no grad-mode inputs)")
+    ap.add_argument("--layouts", default="", help="comma-separated bench_layouts case names instead of [N/256, 256]")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("profile_driver: needs a CUDA GPU")
         return 2
     fns = [torchtrt_swish.swish] + ([compiled_formula] if args.with_compile else [])
     grad = not args.forward_only
-    for e in (int(v) for v in args.sizes.split(",")):
+    if args.layouts:
+        from benchmarks.bench_layouts import CASES, make_inputs
+
+        by_name = {c.name: c for c in CASES}
+        shapes = [(nm, by_name[nm]) for nm in args.layouts.split(",")]
+    else:
+        shapes = [(f"2^{e} {layout}", (e, layout)) for e in (int(v) for v in args.sizes.split(","))
+                  for layout in ("scalar", "per_channel")]
+    for label, case in shapes:
         for dname in args.dtypes.split(","):
             dt = getattr(torch, dname)
-            for layout in ("scalar", "per_channel"):
+            if args.layouts:
+                x, b, g = make_inputs(case, dt, "cuda", grad)
+            else:
+                e, layout = case
                 x = torch.randn(1 << e >> 8, 256, device="cuda", dtype=dt, requires_grad=grad)
                 b = torch.randn(1 if layout == "scalar" else 256, device="cuda", dtype=dt, requires_grad=grad)
                 g = torch.randn_like(x) if grad else None
-                torch.cuda.nvtx.range_push(f"2^{e} {dname} {layout}")
-                for fn in fns:
-                    for _ in range(args.reps):
-                        y = fn(x, b)
-                        if grad:
-                            torch.autograd.grad(y, (x, b), g)
-                torch.cuda.synchronize()
-                torch.cuda.nvtx.range_pop()
+            torch.cuda.nvtx.range_push(f"{label} {dname}")
+            for fn in fns:
+                for _ in range(args.reps):
+                    y = fn(x, b)
+                    if grad:
+                        torch.autograd.grad(y, (x, b), g)
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_pop()
     return 0
 
 
