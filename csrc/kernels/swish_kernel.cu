@@ -558,15 +558,15 @@ bool aligned16(void const* p);
 //
 // dx and dbias in one read of (g, x). Every block writes fp32 partial sums of g to a workspace laid out as a
 // matrix partial[R][C] (C = bias elements), and dbias[c] is the sum of column c, added in a fixed order
-// (deterministic, no floating-point atomics). Two shapes of the main work: "rows" (bias constant along runs of
-// `inner` elements: scalar, per-channel on dim 1) and "columns" (inner == 1: per-channel on the last dim, full,
-// trailing blocks), both views of x as [outer, C, inner].
+// (deterministic, no floating-point atomics). Three shapes of the main work, all views of x as [outer, C, inner]:
+// "rows" (a scalar bias: the tensor is one run), "planes" (inner > 1: per-channel on dim 1, blocks before the last
+// dim) and "columns" (inner == 1: per-channel on the last dim, full, trailing blocks).
 //
 
 constexpr int kWARPS = kTHREADS / 32;
 // Elements one block of the rows kernel reduces: enough work per block to amortize its partial write.
 constexpr int64_t kROW_CHUNK_PACKS = static_cast<int64_t>(kTHREADS) * kUNROLL * 2;
-// Rows-kernel threshold: shorter runs would leave most of a block idle, so they take the unfused path.
+// Legacy layouts only: dim-1 runs this long took the rows kernel (one block per run), shorter ones the unfused path.
 constexpr int64_t kMIN_ROW_INNER = 512;
 // Elements per block in the columns kernel.
 constexpr int64_t kCOL_BLOCK_ELEMS = 65536; // amortizes the per-block reduction and partial write
