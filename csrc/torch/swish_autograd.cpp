@@ -86,6 +86,13 @@ at::Tensor primalOf(at::Tensor const& t)
 // silu switches to a composite formula when a graph is being built), and these results may be differentiated again
 // in either mode (hessian, jacfwd of jacfwd, grad of jvp).
 
+//! t in the kernels' compute type (fp32 for fp16 / bf16), so that each formula below rounds once to its output type.
+at::Tensor opmath(at::Tensor const& t)
+{
+    auto const st = t.scalar_type();
+    return st == at::kHalf || st == at::kBFloat16 ? t.to(at::kFloat) : t;
+}
+
 //! f'(x) for f(x) = x * sigmoid(x).
 at::Tensor siluFirstDerivative(at::Tensor const& x)
 {
@@ -154,17 +161,18 @@ struct SwishBackwardBackwardNode final : Node
         at::Tensor const xs = x.unpack();
         if (task_should_compute_output(0))
         {
-            at::Tensor dGrad = gDx.defined() ? gDx * siluFirstDerivative(xs) : at::Tensor();
+            at::Tensor dGrad = gDx.defined() ? opmath(gDx) * siluFirstDerivative(opmath(xs)) : at::Tensor();
             if (gDbias.defined())
             {
                 at::Tensor const spread = gDbias.expand_symint(xs.sym_sizes());
-                dGrad = dGrad.defined() ? dGrad + spread : spread;
+                dGrad = dGrad.defined() ? dGrad + opmath(spread) : spread;
             }
-            out[0] = dGrad;
+            out[0] = dGrad.to(xs.scalar_type());
         }
         if (task_should_compute_output(1) && gDx.defined())
         {
-            out[1] = gDx * grad.unpack() * siluSecondDerivative(xs);
+            at::Tensor const xf = opmath(xs);
+            out[1] = (opmath(gDx) * opmath(grad.unpack()) * siluSecondDerivative(xf)).to(xs.scalar_type());
         }
         return out;
     }
@@ -205,10 +213,15 @@ at::Tensor swishAutograd(c10::DispatchKeySet ks, at::Tensor const& x, at::Tensor
     at::Tensor const bT = tangentOf(bias);
     if (xT.defined() || bT.defined())
     {
-        at::Tensor yT = xT.defined() ? xT * siluFirstDerivative(primalOf(x)) : bT.expand_symint(y.sym_sizes());
-        if (xT.defined() && bT.defined())
+        at::Tensor yT;
+        if (xT.defined())
         {
-            yT = yT + bT;
+            yT = opmath(xT) * siluFirstDerivative(opmath(primalOf(x)));
+            yT = (bT.defined() ? yT + opmath(bT) : yT).to(y.scalar_type());
+        }
+        else
+        {
+            yT = bT.expand_symint(y.sym_sizes());
         }
         y._set_fw_grad(yT, /*level=*/0, /*is_inplace_op=*/false);
     }
@@ -242,14 +255,14 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardAutograd(
     at::Tensor const xT = tangentOf(x);
     if (gT.defined() || xT.defined())
     {
-        at::Tensor const xP = primalOf(x);
-        at::Tensor dxT = gT.defined() ? gT * siluFirstDerivative(xP) : at::Tensor();
+        at::Tensor const xP = opmath(primalOf(x));
+        at::Tensor dxT = gT.defined() ? opmath(gT) * siluFirstDerivative(xP) : at::Tensor();
         if (xT.defined())
         {
-            at::Tensor const term = xT * primalOf(grad) * siluSecondDerivative(xP);
+            at::Tensor const term = opmath(xT) * opmath(primalOf(grad)) * siluSecondDerivative(xP);
             dxT = dxT.defined() ? dxT + term : term;
         }
-        dx._set_fw_grad(dxT, /*level=*/0, /*is_inplace_op=*/false);
+        dx._set_fw_grad(dxT.to(dx.scalar_type()), /*level=*/0, /*is_inplace_op=*/false);
         if (gT.defined())
         {
             at::Tensor const dbiasT = at::sum_to(gT, bias.sym_sizes(), /*always_return_non_view=*/true);
