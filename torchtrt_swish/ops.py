@@ -70,6 +70,7 @@ def _batched_bias(bias: torch.Tensor, bdim: int | None, size: int, x_dim: int) -
 
 @torch.library.register_vmap("torchtrt_swish::swish")
 def _swish_vmap(info, in_dims, x: torch.Tensor, bias: torch.Tensor):
+    """swish over a vmap dim: one call on the batch-first tensors."""
     x_bdim, b_bdim = in_dims
     n = info.batch_size
     xb = _batched(x, x_bdim, n)
@@ -79,6 +80,7 @@ def _swish_vmap(info, in_dims, x: torch.Tensor, bias: torch.Tensor):
 
 @torch.library.register_vmap("torchtrt_swish::swish_backward")
 def _swish_backward_vmap(info, in_dims, grad: torch.Tensor, x: torch.Tensor, bias: torch.Tensor):
+    """swish_backward over a vmap dim: one call, with one dbias per example."""
     g_bdim, x_bdim, b_bdim = in_dims
     n = info.batch_size
     gb, xb = _batched(grad, g_bdim, n), _batched(x, x_bdim, n)
@@ -98,7 +100,7 @@ def _swish_backward_vmap(info, in_dims, grad: torch.Tensor, x: torch.Tensor, bia
 # neighbours. The table is inductor's alone: torch.export keeps one torchtrt_swish.swish node per use (its default
 # decompositions are the core ATen table), and Torch-TensorRT builds its own table
 # (py/torch_tensorrt/dynamo/lowering/_decompositions.py get_decompositions(): torch's listed ATen decompositions plus
-# its own), so its converter still sees the op. torch._inductor is private API: tests/test_export_compile.py checks
+# its own; its torch.compile backend hands that table to AOTAutograd), so its converter still sees the op. torch._inductor is private API: tests/test_export_compile.py checks
 # on CPU that inductor's generated code has no call to our op, forward and backward, so a torch release that moves
 # it fails there instead of silently running the opaque kernel. Eager calls keep the bit-exact kernels.
 
