@@ -7,7 +7,8 @@ tensors channels_last, transformer activations [tokens, D] with a [D] bias, a di
 (bandwidth-bound).
 
 Passes: `fwd` is y = f(x, b); `fwd+bwd` is that forward followed by `torch.autograd.grad(y, (x, b), gy)`, i.e. what
-one training step spends on the activation. Byte floors: the forward reads x and writes y (2N elements), the backward
+one training step spends on the activation (gy in the memory format of that variant's y, as the next layer's gradient
+would be). Byte floors: the forward reads x and writes y (2N elements), the backward
 reads x and gy and writes dx (3N; dbias is a reduction of gy that a fused kernel gets from the same read), so
 forward + backward moves 5N elements. `copy us` is a device-to-device copy of x (2N elements) timed as back-to-back
 calls without a graph (inside a graph a copy becomes a memcpy node on a copy engine, well below SM bandwidth); a
@@ -93,11 +94,11 @@ def eager_silu(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def make_inputs(case: Case, dtype: torch.dtype, device: str, grad: bool):
-    """x (in the case's memory format), bias and an upstream gradient, from random normal data."""
+    """x (in the case's memory format), bias and a gradient shaped like x, from random normal data."""
     fmt = torch.channels_last if case.channels_last else torch.contiguous_format
     x = torch.randn(case.shape, device=device, dtype=dtype).contiguous(memory_format=fmt)
     b = torch.randn(case.bias, device=device, dtype=dtype)
-    gy = torch.randn_like(x)  # randn_like keeps x's memory format, as an upstream conv's gradient would have
+    gy = torch.randn_like(x)  # randn_like keeps x's memory format
     return x.requires_grad_(grad), b.requires_grad_(grad), gy
 
 
@@ -113,7 +114,7 @@ def run_case(case: Case, dname: str, opts: argparse.Namespace, tools) -> list[di
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        x, b, gy = make_inputs(case, dtype, opts.device, grad=False)
+        x, b, _ = make_inputs(case, dtype, opts.device, grad=False)
         xg, bg, _ = make_inputs(case, dtype, opts.device, grad=True)
         dst = torch.empty_like(x)
         copy_us = bench.time_loop(lambda: dst.copy_(x), k, reps)
@@ -125,7 +126,10 @@ def run_case(case: Case, dname: str, opts: argparse.Namespace, tools) -> list[di
             if pas == "fwd":
                 calls = {name: (lambda fn=fn: fn(x, b)) for name, fn in fns.items()}
             else:
-                calls = {name: (lambda fn=fn: torch.autograd.grad(fn(xg, bg), (xg, bg), gy)) for name, fn in fns.items()}
+                # The upstream gradient has the memory format of the variant's own output, as the next layer's would.
+                gys = {name: torch.randn_like(fn(xg, bg)) for name, fn in fns.items()}
+                calls = {name: (lambda fn=fn, g=gys[name]: torch.autograd.grad(fn(xg, bg), (xg, bg), g))
+                         for name, fn in fns.items()}
             floor_us = copy_us * (1.0 if pas == "fwd" else 2.5)
             for mode in opts.timing.split(","):
                 if mode == "eager" and not (opts.eager_rows == "all" or (opts.eager_rows == "small" and n <= SMALL)):
@@ -140,7 +144,7 @@ def run_case(case: Case, dname: str, opts: argparse.Namespace, tools) -> list[di
                     row[f"{name}_frac"] = floor_us / t
                 rows.append(row)
                 print_row(row)
-    del x, b, gy, xg, bg, dst
+    del x, b, xg, bg, dst
     torch.cuda.empty_cache()
     return rows
 
