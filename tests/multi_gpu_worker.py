@@ -187,11 +187,11 @@ def _plugin() -> dict:
     `torch.cuda.current_device() == 0` means in a process that never used device 0.
     """
     import torchtrt_swish
-    from test_plugin_harness import HARNESS_FILE, PLUGIN_PATH, _load_module_from
+    from trt_plugin.harness import HARNESS_FILE, PLUGIN_PATH, load_module_from
 
     if PLUGIN_PATH is None or not HARNESS_FILE.exists():
         raise RuntimeError(f"the plugin library or {HARNESS_FILE.name} is not built")
-    h = _load_module_from(HARNESS_FILE, "_trt_harness")
+    h = load_module_from(HARNESS_FILE, "_trt_harness")
     lib = h.Library(str(PLUGIN_PATH))
     (creator,) = lib.creators()
     x, b = _probe_inputs()

@@ -29,9 +29,9 @@ import torchtrt_swish
 from multi_gpu_worker import BIAS_INITS, CudaDriver
 from samples import sample_inputs
 from test_ops import _assert_backward_close, _assert_close_to_reference
-from test_plugin_harness import (  # noqa: F401  (h, lib, creator, logs are fixtures)
-    _bias_shapes,
-    _bits,
+from trt_plugin.harness import (  # noqa: F401  (h, lib, creator, logs are fixtures)
+    bias_shapes,
+    bits,
     creator,
     errors,
     h,
@@ -248,7 +248,7 @@ def test_compile_with_tensors_on_cuda1(cuda0_current, dtype):
 # ---------------------------------------------------------------------------------------------- the plugin
 
 PLUGIN_SHAPES = [(), (7,), (13, 1031), (2, 3, 4, 5), (4, 64, 32, 33), (0,)]
-PLUGIN_CASES = [(s, name, b) for s in PLUGIN_SHAPES for name, b in _bias_shapes(s)]
+PLUGIN_CASES = [(s, name, b) for s in PLUGIN_SHAPES for name, b in bias_shapes(s)]
 FIELD_BIAS = 0.375  # exact in every dtype
 
 
@@ -288,7 +288,7 @@ def test_plugin_enqueue_on_cuda1_bit_identical_to_the_op(h, creator, logs, cuda0
             assert drv.current_device() == current
             rcs = (p.on_shape_change(ins, outs), p.enqueue(ins, outs, ptrs, [y.data_ptr()], 0, side.cuda_stream))
         side.synchronize()
-        if rcs != (0, 0) or not torch.equal(_bits(torch, y), _bits(torch, want)):
+        if rcs != (0, 0) or not torch.equal(bits(torch, y), bits(torch, want)):
             failures.append(f"{shape} {layout}: rc {rcs}, {errors(logs)[-1:] or 'wrong bits'}")
         # Checked before close(): a field-bias buffer put on cuda:0 and freed again would escape the fixture's check.
         lost = free0 - torch.cuda.mem_get_info(0)[0]

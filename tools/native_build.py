@@ -3,7 +3,8 @@
 Targets (each only when its toolchain and inputs exist):
   * the shared CUDA kernel object (nvcc, no torch headers) that the torch extension and the plugin both link;
   * ``libtorchtrt_swish_plugin.so``, the TensorRT plugin (TensorRT headers only; cudart linked statically);
-  * ``_trt_harness`` (pybind11), the TensorRT-free conformance harness that dlopens the plugin.
+  * ``_trt_harness`` (pybind11, tests/trt_harness), the TensorRT-free conformance harness that dlopens the plugin,
+    and its stand-in ``libnvinfer.so.10`` (test fixtures: built into build/native, never installed).
 
 Usable on its own: ``python tools/native_build.py`` builds everything into ``build/native`` and copies the
 libraries into the package folders.
@@ -233,7 +234,8 @@ def build(inplace: bool = True, jobs: int | None = None) -> NativeResult:
     trt_inc, origin = tensorrt_include_dir()
     plugin_srcs = sorted((csrc / "trt_plugin").glob("*.cpp"))
     plugin_lib = BUILD / "libtorchtrt_swish_plugin.so"
-    harness_srcs = sorted((csrc / "trt_harness").glob("*.cpp"))
+    harness_dir = ROOT / "tests" / "trt_harness"
+    harness_srcs = sorted(harness_dir.glob("*.cpp"))
     if os.environ.get("TORCHTRT_SWISH_SKIP_PLUGIN") == "1":
         res.notes.append("TensorRT plugin NOT built: TORCHTRT_SWISH_SKIP_PLUGIN=1")
     elif trt_inc is None:
@@ -269,7 +271,7 @@ def build(inplace: bool = True, jobs: int | None = None) -> NativeResult:
             defaults.append(harness)
             res.harness_module = harness
             # A stand-in libnvinfer.so.10 (registry/logger entry points only) for the self-registration tests.
-            fake_src = csrc / "trt_harness" / "fake_tensorrt" / "fake_nvinfer.cpp"
+            fake_src = harness_dir / "fake_tensorrt" / "fake_nvinfer.cpp"
             if fake_src.exists():
                 (fake_obj,) = _cxx_objects(lines, [fake_src], "fake_tensorrt", trt_flags)
                 fake_lib = BUILD / "fake_tensorrt" / "libnvinfer.so.10"

@@ -1,0 +1,1 @@
+"""Conformance tests of the SwishBias TensorRT plugin (csrc/trt_plugin), driven through tests/trt_harness."""

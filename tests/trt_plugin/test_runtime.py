@@ -1,0 +1,185 @@
+"""IPluginV3OneRuntime without a GPU: onShapeChange layout rules, clone, attachToContext (error recorder),
+the serialization round trip, and enqueue's error paths (including the CUDA error where no GPU exists).
+"""
+from __future__ import annotations
+
+import math
+import struct
+
+import pytest
+
+from trt_plugin.harness import ACCEPTED, REJECTED, SUPPORTED, descs, errors, gpu_available, make
+
+
+# ---------------------------------------------------------------------------------------------- onShapeChange
+
+
+@pytest.mark.parametrize("dtype", SUPPORTED)
+@pytest.mark.parametrize("x, bias, _name", ACCEPTED, ids=str)
+def test_on_shape_change_accepts_supported_layouts(h, creator, logs, dtype, x, bias, _name):
+    p = make(creator, phase="runtime")
+    assert p.on_shape_change(*descs(h, dtype, x, bias)) == 0
+    assert errors(logs) == []
+
+
+@pytest.mark.parametrize("x, bias, _name", REJECTED, ids=str)
+def test_on_shape_change_rejects_other_layouts(h, creator, logs, x, bias, _name):
+    assert make(creator, phase="runtime").on_shape_change(*descs(h, "bfloat16", x, bias)) != 0
+    errs = errors(logs)
+    assert len(errs) == 1 and "onShapeChange" in errs[0], errs
+
+
+@pytest.mark.parametrize("case", ["unresolved x", "unresolved bias", "output shape", "output type", "bias type",
+                                  "x float64-like", "format", "counts", "overflow"])
+def test_on_shape_change_rejects_bad_descriptions(h, creator, logs, case):
+    T = h.TensorDesc
+    ins, outs = {
+        "unresolved x": ([T("float32", [-1, 3]), T("float32", [3])], [T("float32", [-1, 3])]),
+        "unresolved bias": ([T("float32", [2, 3]), T("float32", [-1])], [T("float32", [2, 3])]),
+        "output shape": ([T("float32", [2, 3]), T("float32", [3])], [T("float32", [3, 2])]),
+        "output type": ([T("float32", [2, 3])], [T("float16", [2, 3])]),
+        "bias type": ([T("float16", [2, 3]), T("float32", [3])], [T("float16", [2, 3])]),
+        "x float64-like": ([T("int64", [2, 3])], [T("int64", [2, 3])]),
+        "format": ([T("float32", [2, 3], format="hwc8")], [T("float32", [2, 3], format="hwc8")]),
+        "counts": ([], [T("float32", [2, 3])]),
+        "overflow": ([T("float32", [2**40, 2**40])], [T("float32", [2**40, 2**40])]),
+    }[case]
+    assert make(creator, phase="runtime").on_shape_change(ins, outs) != 0
+    assert len(errors(logs)) == 1
+
+
+# ---------------------------------------------------------------------------------------------- clone, attach, serialize
+
+
+def _answers(h, p):
+    """A fingerprint of every build/runtime answer that does not need a GPU."""
+    out = [p.name, p.version, p.namespace, p.nb_outputs(), p.fields_to_serialize(),
+           [p.capability(k) for k in ("core", "build", "runtime")]]
+    for t in ("float32", "float16", "bfloat16", "int8"):
+        out.append(p.output_data_types([t, t]))
+    out.append(p.output_shapes([["N", 3, 4], [3, 1]]))
+    out.append([p.supports(pos, [h.TensorDesc(t, [1])] * 3, 2) for pos in range(3) for t in SUPPORTED])
+    for x, bias, _ in ACCEPTED[:6] + REJECTED[:3]:
+        out.append(p.configure(*descs(h, "float16", x, bias)))
+        out.append(p.on_shape_change(*descs(h, "float16", x, bias)))
+    out.append(p.workspace_size(*descs(h, "float16", [2, 3], [3])))
+    h.take_logs()
+    return out
+
+
+@pytest.mark.parametrize("phase", ["build", "runtime"])
+@pytest.mark.parametrize("bias", [0.0, 0.75, -2.5, 1e30, math.inf, math.nan])
+def test_serialization_round_trip(h, creator, logs, phase, bias):
+    p = make(creator, bias, phase)
+    fields = p.fields_to_serialize()
+    assert [f[0] for f in fields] == ["bias"] and fields[0][1:] == ("float32", struct.pack("<f", bias), 1)
+    q = creator.create("deserialized", fields, "runtime")  # what TensorRT does when it deserializes an engine
+    assert q is not None
+    assert q.fields_to_serialize() == fields
+    assert _answers(h, q) == _answers(h, p)
+    assert q.capability("core") and q.capability("runtime")
+
+
+def test_clone_is_independent(h, creator, logs):
+    p = make(creator, 1.25)
+    assert p.on_shape_change(*descs(h, "float32", [2, 3], [3])) == 0
+    c = p.clone()
+    assert c is not None and c.interface_info == ("PLUGIN", 1, 0)
+    assert _answers(h, c) == _answers(h, p)
+    fields = p.fields_to_serialize()
+    p.close()  # the clone must not point into the original (fields, plan, buffers)
+    assert c.fields_to_serialize() == fields
+    assert c.clone().fields_to_serialize() == fields
+    assert c.on_shape_change(*descs(h, "float32", [5], [1])) == 0
+
+
+@pytest.mark.parametrize("context", ["recorder", "no recorder", "none"])
+def test_attach_to_context_returns_an_independent_runtime_clone(h, creator, logs, context):
+    ctx = {"recorder": h.ResourceContext(True), "no recorder": h.ResourceContext(False), "none": None}[context]
+    p = make(creator, -0.5, "runtime")
+    a = p.attach_to_context(ctx)
+    assert a is not None
+    assert a.capability("runtime") == ("PLUGIN_V3ONE_RUNTIME", 1, 0)
+    assert a.fields_to_serialize() == p.fields_to_serialize()
+    p.close()
+    assert a.on_shape_change(*descs(h, "float32", [2, 3], [3])) == 0
+    assert errors(logs) == []
+
+
+def test_attached_plugin_reports_to_the_context_error_recorder(h, creator, logs):
+    ctx = h.ResourceContext(True)
+    a = make(creator, phase="runtime").attach_to_context(ctx)
+    x = h.TensorDesc("float32", [4])
+    assert a.enqueue([x], [x], [0], [0]) != 0  # before onShapeChange
+    assert a.on_shape_change(*descs(h, "float32", [2, 3], [2, 3, 4])) != 0
+    codes = [code for code, _ in ctx.errors()]
+    assert codes == [9, 3]  # ErrorCode::kINVALID_STATE, kINVALID_ARGUMENT
+    assert all(d.startswith("SwishBias: ") and len(d) <= 127 for _, d in ctx.errors())
+    assert a.context_errors() == ctx.errors()
+    assert len(errors(logs)) == 2  # and the logger heard it too
+
+
+# ---------------------------------------------------------------------------------------------- enqueue without a GPU
+
+
+def test_enqueue_before_on_shape_change_fails_cleanly(h, creator, logs):
+    x = h.TensorDesc("float32", [4])
+    assert make(creator).enqueue([x], [x], [16], [16]) != 0
+    errs = errors(logs)
+    assert len(errs) == 1 and "before a successful onShapeChange" in errs[0]
+
+
+def test_enqueue_with_null_arrays_fails_cleanly(h, creator, logs):
+    p = make(creator)
+    ins, outs = descs(h, "float32", [4], [1])
+    assert p.on_shape_change(ins, outs) == 0
+    assert p.enqueue(ins, outs, [16, 32], [48], null_arrays=True) != 0
+    assert len(errors(logs)) == 1
+
+
+@pytest.mark.parametrize("nb_inputs", [1, 2])
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 0, 7)], ids=str)
+def test_enqueue_empty_tensor_needs_no_buffers(h, creator, logs, nb_inputs, shape):
+    p = make(creator, 1.0)
+    ins, outs = descs(h, "float16", shape, [1] * len(shape) if nb_inputs == 2 else None)
+    assert p.on_shape_change(ins, outs) == 0
+    assert p.enqueue(ins, outs, [0] * nb_inputs, [0], stream=0) == 0
+    assert errors(logs) == []
+
+
+def test_enqueue_rejects_null_buffers(h, creator, logs):
+    p = make(creator)
+    ins, outs = descs(h, "float32", [4], [4])
+    assert p.on_shape_change(ins, outs) == 0
+    assert p.enqueue(ins, outs, [0, 64], [64]) != 0
+    errs = errors(logs)
+    assert len(errs) == 1 and "null" in errs[0]
+
+
+def test_enqueue_with_changed_shapes_rechecks_the_layout(h, creator, logs):
+    p = make(creator)
+    assert p.on_shape_change(*descs(h, "float32", [2, 3], [3])) == 0
+    # enqueue sees shapes onShapeChange never saw, and they form a block layout: refused, not mis-indexed
+    assert p.enqueue(*descs(h, "float32", [2, 3, 4], [3, 4]), [64, 64], [64]) != 0
+    errs = errors(logs)
+    assert len(errs) == 1 and "block" in errs[0]
+
+
+def test_enqueue_with_an_invalid_rank_is_refused(h, creator, logs):
+    p = make(creator)
+    assert p.on_shape_change(*descs(h, "float32", [4], [4])) == 0
+    bad = [h.TensorDesc("float32", [4], rank=9)]
+    assert p.enqueue(bad + [h.TensorDesc("float32", [4])], bad, [64, 64], [64]) != 0
+    errs = errors(logs)
+    assert len(errs) == 1 and "invalid rank" in errs[0]
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the CUDA error path of a machine without a GPU")
+@pytest.mark.parametrize("nb_inputs", [1, 2])
+def test_enqueue_without_a_gpu_returns_an_error_and_logs_cuda_text(h, creator, logs, nb_inputs):
+    p = make(creator, 0.5)
+    ins, outs = descs(h, "float32", [8], [8] if nb_inputs == 2 else None)
+    assert p.on_shape_change(ins, outs) == 0
+    assert p.enqueue(ins, outs, [4096] * nb_inputs, [8192]) != 0  # never dereferenced: the launch itself fails
+    errs = errors(logs)
+    assert len(errs) == 1 and "cudaError" in errs[0], errs
