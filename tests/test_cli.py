@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from importlib.metadata import entry_points
@@ -198,12 +199,11 @@ def silu_model(elem, *, names=("x", "y"), shape=("batch", 4), opset=22):
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory, seed_onnx):
-    """Models and paths the bad-input cases refer to by name."""
-    d = tmp_path_factory.mktemp("bad")
-    paths = {"seed": seed_onnx, "tmp": d, "file": d / "a_file.txt", "dir": d / "a_dir"}
-    paths["file"].write_text("a file, not a folder\n")
-    paths["dir"].mkdir()
+def model_files(tmp_path_factory, seed_onnx):
+    """The models the bad-input cases use, built once."""
+    d = tmp_path_factory.mktemp("models")
+    paths = {"seed": d / "seed.onnx"}
+    shutil.copy(seed_onnx, paths["seed"])
     for key, model in {"silu32": silu_model(T.FLOAT), "silu16": silu_model(T.FLOAT16),
                        "silubf16": silu_model(T.BFLOAT16), "renamed": silu_model(T.FLOAT, names=("z", "y")),
                        "reshaped": silu_model(T.FLOAT, shape=("batch", 5)),
@@ -213,6 +213,17 @@ def files(tmp_path_factory, seed_onnx):
     for key in ("silu32", "silu16", "silubf16"):
         paths[f"{key}_fused"] = d / f"{key}_fused.onnx"
         assert main(["fuse", str(paths[key]), "-o", str(paths[f"{key}_fused"])]) == EXIT_OK
+    return paths
+
+
+@pytest.fixture
+def files(model_files, tmp_path):
+    """Paths the bad-input cases refer to by name: fresh copies of the models (a case must not see another's
+    leftovers), a file, a folder."""
+    paths = {key: Path(shutil.copy(path, tmp_path / path.name)) for key, path in model_files.items()}
+    paths.update({"tmp": tmp_path, "file": tmp_path / "a_file.txt", "dir": tmp_path / "a_dir"})
+    paths["file"].write_text("a file, not a folder\n")
+    paths["dir"].mkdir()
     return paths
 
 
@@ -262,7 +273,7 @@ BAD_INPUTS = {
 def test_console_script_user_errors_exit_2_with_one_line(case, files):
     args, needle = BAD_INPUTS[case]
     args = [a.format(**{k: str(v) for k, v in files.items()}) for a in args]
-    before = {p: p.read_bytes() for p in files["tmp"].glob("*.onnx")} | {files["seed"]: files["seed"].read_bytes()}
+    before = {p: p.read_bytes() for p in files["tmp"].glob("*.onnx")}
     proc = subprocess.run([str(CONSOLE_SCRIPT), *args], capture_output=True, text=True, timeout=600)
     assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
@@ -435,3 +446,15 @@ def test_fp16_efficientnet_correct_fusion_passes_against_its_baseline(tmp_path, 
     assert not row["within_tolerance"] and row["within_baseline"] and row["baseline_max_abs"] > 0
     # Other weights have the same baseline (the reference exported) and still fail.
     assert main(["check", str(fused), *model, "--seed", "1", "--iterations", "4"]) == EXIT_PARITY_FAIL
+
+
+def test_build_engine_validates_swishbias_nodes_before_tensorrt(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tensorrt", None)
+    node = h.make_node("SwishBias", ["x"], ["y"], domain="torchtrt_swish", name="act", plugin_version="1",
+                       plugin_namespace="torchtrt_swish", bias="3.15")
+    graph = h.make_graph([node], "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 4])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [1, 4])])
+    path = tmp_path / "bad.onnx"
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("torchtrt_swish", 1)]), path)
+    assert main(["build-engine", str(path), "-o", str(tmp_path / "e.engine")]) == EXIT_USAGE
+    assert "SwishBias node 'act' has attribute bias of type STRING" in capsys.readouterr().err

@@ -217,11 +217,13 @@ def cmd_fuse(args) -> int:
 
 def cmd_build_engine(args) -> int:
     """Build a TensorRT engine from an ONNX file with the SwishBias plugin loaded."""
-    from onnx_path.common import atomic_output
+    from onnx_path.common import atomic_output, load_model
+    from onnx_path.contract import check_swish_nodes
     from onnx_path.engine import build_engine, parse_shape_spec
 
     path = _existing_file(args.input)
     _check_paths({"input": path, "--plugin": args.plugin}, {"-o": args.output})
+    check_swish_nodes(load_model(path), str(path))  # the plugin's rejection, said before TensorRT is involved
     try:
         shapes = {k: parse_shape_spec(getattr(args, f"{k}_shapes")) for k in ("min", "opt", "max")}
     except ValueError as exc:
