@@ -458,3 +458,20 @@ def test_build_engine_validates_swishbias_nodes_before_tensorrt(tmp_path, capsys
     onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("torchtrt_swish", 1)]), path)
     assert main(["build-engine", str(path), "-o", str(tmp_path / "e.engine")]) == EXIT_USAGE
     assert "SwishBias node 'act' has attribute bias of type STRING" in capsys.readouterr().err
+
+
+def test_check_without_an_exportable_baseline_says_why_and_uses_the_tolerances(seed_onnx, tmp_path, monkeypatch,
+                                                                               capsys):
+    import onnx_path.parity as parity
+
+    def cannot_export(*args, **kwargs):
+        raise RuntimeError("this model's forward cannot be traced\nsecond line")
+
+    monkeypatch.setattr(parity, "export_baseline", cannot_export)
+    out = tmp_path / "p.json"
+    assert main(["check", str(seed_onnx), "--torch-model", "seed-net", "--json", str(out)]) == EXIT_OK
+    assert "baseline" in capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert report["baselines"] == [] and report["baseline_model"] == ""
+    (skip,) = [s for s in report["skipped"] if s["runner"] == "baseline"]
+    assert skip["reason"] == "seed-net could not be exported as a baseline (this model's forward cannot be traced)"
