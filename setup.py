@@ -1,69 +1,371 @@
-"""Build of torchtrt_swish: the torch extension ``_C`` plus the native targets in tools/native_build.py."""
+"""Build of torchtrt_swish: ``pip install --no-build-isolation -e .`` (or ``python setup.py build_ext --inplace``).
+
+torch's ``BuildExtension`` / ``CUDAExtension`` build the op ``torchtrt_swish._C``. Before it, one generated ninja
+file (``build/native/build.ninja``) builds what torch's helpers do not cover, each target only when its toolchain
+and inputs exist:
+  * the CUDA kernel objects of csrc/kernels (nvcc, no torch headers) that ``_C`` and the plugin both link, so the
+    op and the plugin run the same machine code;
+  * ``libtorchtrt_swish_plugin.so`` (csrc/trt_plugin), the TensorRT plugin: TensorRT headers only, no libtorch or
+    libnvinfer, cudart linked statically; copied into the package;
+  * test fixtures from tests/trt_harness, left in build/native and never installed: ``_trt_harness`` (pybind11),
+    the TensorRT-free conformance harness that dlopens the plugin, and a stand-in ``libnvinfer.so.10``.
+"""
 from __future__ import annotations
 
+import hashlib
 import os
+import shlex
 import shutil
+import subprocess
 import sys
+import sysconfig
+import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
 from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
 
 ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT / "tools"))
-import native_build  # noqa: E402
+# TORCHTRT_SWISH_BUILD_DIR lets a second build (e.g. a plugin-only iteration) run beside the main one.
+BUILD = Path(os.environ.get("TORCHTRT_SWISH_BUILD_DIR", ROOT / "build" / "native")).resolve()
+THIRD_PARTY = ROOT / "third_party"
 
-from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension  # noqa: E402
-import torch  # noqa: E402
+# TensorRT 10.14.1's public headers, as shipped inside this MIT-licensed wheel (NVIDIA's wheels carry none).
+KERNEL_LENS_WHEEL = "kernel_lens-2.0.1-py3-none-any.whl"
+KERNEL_LENS_REQ = "kernel-lens==2.0.1"
+KERNEL_LENS_SHA256 = "07cc714e8b5e7f34b672f7c7fad93febe7c747be5837ba276b1527370134ffe0"
+KERNEL_LENS_PREFIX = "kernel_lens/include/tensorrt/"
+
+DEFAULT_ARCH_LIST = "8.0;8.6;8.9;9.0;12.0+PTX"
 
 
-def _with_cuda() -> bool:
+def log(msg: str) -> None:
+    """Print a build message that stands out in pip's output."""
+    print(f"[torchtrt_swish build] {msg}", flush=True)
+
+
+# ----------------------------------------------------------------------------- toolchain discovery
+
+
+def cuda_home() -> Path | None:
+    """The CUDA toolkit root, or None when no nvcc can be found."""
+    for cand in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if cand and (Path(cand) / "bin" / "nvcc").exists():
+            return Path(cand)
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        return Path(nvcc).resolve().parent.parent
+    return None
+
+
+def arch_list() -> str:
+    """TORCH_CUDA_ARCH_LIST if set, else the visible GPU's arch, else a portable default list."""
+    env = os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip()
+    if env:
+        return env
+    try:
+        if torch.cuda.is_available():
+            caps = sorted({torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())})
+            return ";".join(f"{a}.{b}" for a, b in caps)
+    except Exception:  # noqa: BLE001 - no usable GPU means the portable default
+        pass
+    return DEFAULT_ARCH_LIST
+
+
+def gencode_flags(archs: str) -> list[str]:
+    """nvcc -gencode flags for an arch list like '8.0;9.0+PTX' (separators ';' or ' ')."""
+    flags: list[str] = []
+    for item in archs.replace(" ", ";").split(";"):
+        item = item.strip()
+        if not item:
+            continue
+        ptx = item.endswith("+PTX")
+        num = item.removesuffix("+PTX").replace(".", "")
+        # 'a' / 'f' suffixes select arch-specific / family targets (e.g. 9.0a for wgmma).
+        if not (num.rstrip("af").isdigit() and len(num) - len(num.rstrip("af")) <= 1):
+            raise ValueError(f"TORCH_CUDA_ARCH_LIST entry {item!r} is not of the form 'X.Y', 'X.Ya' or 'X.Y+PTX'")
+        flags += ["-gencode", f"arch=compute_{num},code=sm_{num}"]
+        if ptx:
+            flags += ["-gencode", f"arch=compute_{num},code=compute_{num}"]
+    return flags
+
+
+def _has_nvinfer(d: Path) -> bool:
+    return (d / "NvInfer.h").exists() and (d / "NvInferPluginBase.h").exists()
+
+
+def _fetch_kernel_lens_headers(dest: Path) -> Path | None:
+    """Download the pinned wheel with pip, check its sha256 and extract only the TensorRT headers."""
+    dl = BUILD / "download"
+    dl.mkdir(parents=True, exist_ok=True)
+    wheel = dl / KERNEL_LENS_WHEEL
+    if not wheel.exists():
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(dl),
+               KERNEL_LENS_REQ]
+        log("fetching TensorRT headers: " + " ".join(cmd))
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0 or not wheel.exists():
+            log("could not download the header wheel: " + (proc.stderr.strip().splitlines() or ["?"])[-1])
+            return None
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    if digest != KERNEL_LENS_SHA256:
+        log(f"refusing {wheel.name}: sha256 {digest} != pinned {KERNEL_LENS_SHA256}")
+        wheel.unlink()
+        return None
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    with zipfile.ZipFile(wheel) as zf:
+        for name in zf.namelist():
+            if name.startswith(KERNEL_LENS_PREFIX) and not name.endswith("/"):
+                target = tmp / name[len(KERNEL_LENS_PREFIX):]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(zf.read(name))
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+    return dest if _has_nvinfer(dest) else None
+
+
+def tensorrt_include_dir(fetch: bool = True) -> tuple[Path | None, str]:
+    """Find TensorRT's headers: TENSORRT_ROOT / TensorRT_INCLUDE_DIR, system paths, then the pinned wheel."""
+    candidates: list[tuple[Path, str]] = []
+    if os.environ.get("TensorRT_INCLUDE_DIR"):
+        candidates.append((Path(os.environ["TensorRT_INCLUDE_DIR"]), "TensorRT_INCLUDE_DIR"))
+    if os.environ.get("TENSORRT_ROOT"):
+        candidates.append((Path(os.environ["TENSORRT_ROOT"]) / "include", "TENSORRT_ROOT"))
+    for sysdir in ("/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu", "/usr/include",
+                   "/usr/local/TensorRT/include", "/usr/local/tensorrt/include", "/opt/tensorrt/include"):
+        candidates.append((Path(sysdir), "system"))
+    vendored = THIRD_PARTY / "tensorrt" / "include"
+    candidates.append((vendored, f"{KERNEL_LENS_REQ} (cached)"))
+    for path, origin in candidates:
+        if _has_nvinfer(path):
+            return path, origin
+    if fetch and os.environ.get("TORCHTRT_SWISH_NO_FETCH") != "1":
+        got = _fetch_kernel_lens_headers(vendored)
+        if got:
+            return got, f"{KERNEL_LENS_REQ} (sha256-pinned download)"
+    return None, "no TensorRT headers found (set TENSORRT_ROOT or TensorRT_INCLUDE_DIR)"
+
+
+# ----------------------------------------------------------------------------- ninja generation
+
+
+@dataclass
+class NativeResult:
+    """What the native build produced (paths are absolute; empty / None when a target was not built)."""
+
+    kernel_objects: list[Path] = field(default_factory=list)
+    plugin_library: Path | None = None
+    harness_module: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _q(parts) -> str:
+    return " ".join(shlex.quote(str(p)) for p in parts)
+
+
+def _esc(p: Path | str) -> str:
+    """Escape a path for a ninja build line."""
+    return str(p).replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
+
+
+def _pybind11_includes() -> list[str]:
+    try:
+        import pybind11
+
+        return [pybind11.get_include()]
+    except ImportError:
+        return []
+
+
+def _objects(lines: list[str], rule: str, sources: list[Path], subdir: str, cflags: list[str] | None = None):
+    """Append one ninja build statement per source (objects under BUILD/subdir); return the objects."""
+    objs = []
+    for src in sources:
+        obj = BUILD / subdir / (src.stem + ".o")
+        lines.append(f"build {_esc(obj)}: {rule} {_esc(src)}")
+        if cflags is not None:
+            lines.append(f"  cflags = {_q(cflags)}")
+        objs.append(obj)
+    return objs
+
+
+def _harness_targets(lines: list[str], trt_flags: list[str], base_cflags: list[str], trt_inc: Path,
+                     res: NativeResult) -> list[Path]:
+    """The test fixtures of tests/trt_harness (harness module, stand-in libnvinfer.so.10); return the targets."""
+    harness_dir = ROOT / "tests" / "trt_harness"
+    harness_srcs = sorted(harness_dir.glob("*.cpp"))
+    if not harness_srcs:
+        return []
+    pyinc = _pybind11_includes()
+    if not pyinc:
+        res.notes.append("conformance harness NOT built: pybind11 is not installed")
+        return []
+    harness = BUILD / f"_trt_harness{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
+    hflags = base_cflags + ["-isystem", str(trt_inc), "-isystem", sysconfig.get_paths()["include"],
+                            *(a for p in pyinc for a in ("-isystem", p)),
+                            "-fvisibility=hidden", "-Wno-deprecated-declarations"]
+    hobjs = _objects(lines, "cxx", harness_srcs, "trt_harness", hflags)
+    lines.append(f"build {_esc(harness)}: link_cxx {' '.join(_esc(o) for o in hobjs)}")
+    lines.append("  ldflags = -ldl")
+    res.harness_module = harness
+    targets = [harness]
+    # A stand-in libnvinfer.so.10 (registry/logger entry points only) for the self-registration tests.
+    fake_src = harness_dir / "fake_tensorrt" / "fake_nvinfer.cpp"
+    if fake_src.exists():
+        (fake_obj,) = _objects(lines, "cxx", [fake_src], "fake_tensorrt", trt_flags)
+        fake_lib = BUILD / "fake_tensorrt" / "libnvinfer.so.10"
+        lines.append(f"build {_esc(fake_lib)}: link_cxx {_esc(fake_obj)}")
+        lines.append("  ldflags = -Wl,-soname,libnvinfer.so.10 -ldl")
+        targets.append(fake_lib)
+    return targets
+
+
+def build_native() -> NativeResult:
+    """Generate build/native/build.ninja, run ninja, and copy the plugin library into the package folder."""
+    res = NativeResult()
+    BUILD.mkdir(parents=True, exist_ok=True)
+    cuda = cuda_home()
+    if cuda is None:
+        res.notes.append("TensorRT plugin NOT built: nvcc not found (no CUDA kernels either: CPU-only op)")
+        return res
+    nvcc = cuda / "bin" / "nvcc"
+    archs = arch_list()
+    cxx = os.environ.get("CXX", "c++")
+    csrc = ROOT / "csrc"
+    cuda_inc = cuda / "include"
+    base_cflags = ["-std=c++17", "-O3", "-fPIC", "-Wall", "-Wextra", f"-I{csrc}", f"-I{cuda_inc}"]
+
+    lines = [
+        "ninja_required_version = 1.3",
+        f"nvcc = {nvcc}",
+        f"cxx = {cxx}",
+        f"nvcc_flags = {_q(['-std=c++17', '-O3', '-Xcompiler', '-fPIC', '-Xcompiler', '-Wall', f'-I{csrc}', *gencode_flags(archs)])}",
+        "rule nvcc",
+        "  command = $nvcc $nvcc_flags -MD -MF $out.d -c $in -o $out",
+        "  depfile = $out.d",
+        "  deps = gcc",
+        "  description = NVCC $out",
+        "rule cxx",
+        "  command = $cxx $cflags -MD -MF $out.d -c $in -o $out",
+        "  depfile = $out.d",
+        "  deps = gcc",
+        "  description = CXX $out",
+        "rule link_nvcc",
+        "  command = $nvcc -shared $ldflags $in -o $out $libs",
+        "  description = LINK $out",
+        "rule link_cxx",
+        "  command = $cxx -shared $in -o $out $ldflags",
+        "  description = LINK $out",
+    ]
+    kernel_objs = _objects(lines, "nvcc", sorted((csrc / "kernels").glob("*.cu")), "kernels")
+    defaults = list(kernel_objs)
+    res.kernel_objects = kernel_objs
+
+    trt_inc, origin = tensorrt_include_dir()
+    plugin_srcs = sorted((csrc / "trt_plugin").glob("*.cpp"))
+    plugin_lib = BUILD / "libtorchtrt_swish_plugin.so"
+    if os.environ.get("TORCHTRT_SWISH_SKIP_PLUGIN") == "1":
+        res.notes.append("TensorRT plugin NOT built: TORCHTRT_SWISH_SKIP_PLUGIN=1")
+    elif trt_inc is None:
+        res.notes.append(f"TensorRT plugin NOT built: {origin}")
+    elif not plugin_srcs:
+        res.notes.append("TensorRT plugin NOT built: no sources in csrc/trt_plugin")
+    else:
+        res.notes.append(f"TensorRT headers: {trt_inc} ({origin})")
+        # -isystem: TensorRT's own headers are not warning-clean under -Wextra; ours must be.
+        trt_flags = base_cflags + ["-isystem", str(trt_inc), "-fvisibility=hidden", "-Wno-deprecated-declarations"]
+        objs = _objects(lines, "cxx", plugin_srcs, "trt_plugin", trt_flags)
+        # nvcc links cudart statically by default: the plugin needs neither libcudart.so, libnvinfer nor torch.
+        # Export only getCreators/setLoggerFinder (the version script hides our code, the kernel objects and the
+        # static cudart), and mark the library NODELETE: a registry may hold its creator for the life of the
+        # process, so a dlclose must never unmap it.
+        exports_map = csrc / "trt_plugin" / "exports.map"
+        lines.append(f"build {_esc(plugin_lib)}: link_nvcc {' '.join(_esc(o) for o in objs + kernel_objs)} | "
+                     f"{_esc(exports_map)}")
+        lines.append(f"  ldflags = {_q(['-Xlinker', '--no-undefined', '-Xlinker', '-z,defs', '-Xlinker', '-z,nodelete', '-Xlinker', f'--version-script={exports_map}'])}")
+        lines.append("  libs = -ldl")
+        defaults.append(plugin_lib)
+        res.plugin_library = plugin_lib
+        defaults += _harness_targets(lines, trt_flags, base_cflags, trt_inc, res)
+    lines.append("default " + " ".join(_esc(d) for d in defaults))
+    (BUILD / "build.ninja").write_text("\n".join(lines) + "\n")
+    # The venv's ninja (requirements) when the system has none on PATH.
+    ninja = shutil.which("ninja") or str(Path(sys.executable).parent / "ninja")
+    cmd = [ninja, "-C", str(BUILD)]
+    log(f"CUDA archs: {archs}; running {' '.join(cmd)}")
+    subprocess.run(cmd, check=True)
+    if res.plugin_library:
+        shutil.copy2(res.plugin_library, ROOT / "torchtrt_swish" / res.plugin_library.name)
+    return res
+
+
+# ----------------------------------------------------------------------------- the torch extension
+
+
+def with_cuda() -> bool:
+    """Whether to build the CUDA op and the native targets (nvcc found, a CUDA torch, not forced off)."""
     if os.environ.get("TORCHTRT_SWISH_FORCE_CPU") == "1":
         return False
-    if native_build.cuda_home() is None:
-        native_build.log("nvcc not found: building the CPU op only")
+    if cuda_home() is None:
+        log("nvcc not found: building the CPU op only")
         return False
     if torch.version.cuda is None:
-        native_build.log("this torch is a CPU build: building the CPU op only (install a CUDA torch for the GPU op)")
+        log("this torch is a CPU build: building the CPU op only (install a CUDA torch for the GPU op)")
         return False
     return True
 
 
-WITH_CUDA = _with_cuda()
-if WITH_CUDA:
-    os.environ.setdefault("CUDA_HOME", str(native_build.cuda_home()))
-    # torch's own flags are unused (no .cu in _C) but it warns when the list is unset and no GPU is visible.
-    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", native_build.arch_list())
-
-
 class BuildNative(BuildExtension):
-    """Run the ninja build of kernel object / plugin / harness first, then link _C against the kernel object."""
+    """Run the ninja build of kernel objects / plugin / harness first, then link _C against the kernel objects."""
+
+    cuda = False
 
     def run(self):
-        result = native_build.build(inplace=True) if WITH_CUDA else native_build.NativeResult(
+        """Build the native targets, then the extensions; copy the plugin beside _C in a non-inplace build."""
+        result = build_native() if self.cuda else NativeResult(
             notes=["TensorRT plugin NOT built: CUDA disabled (no CUDA kernels or harness either)"])
         for ext in self.extensions:
-            if WITH_CUDA and result.kernel_object:
-                ext.extra_objects = [str(result.kernel_object)]
+            ext.extra_objects = [str(o) for o in result.kernel_objects]
         super().run()
         if result.plugin_library and not self.inplace:
             dest = Path(self.build_lib) / "torchtrt_swish"
             dest.mkdir(parents=True, exist_ok=True)
             shutil.copy2(result.plugin_library, dest / result.plugin_library.name)
         for note in result.notes:
-            native_build.log(note)
+            log(note)
 
 
-ext_kwargs = dict(
-    name="torchtrt_swish._C",
-    sources=["csrc/torch/swish_op.cpp", "csrc/torch/swish_autograd.cpp"]
-    + (["csrc/torch/swish_cuda.cpp"] if WITH_CUDA else []),
-    include_dirs=[str(ROOT / "csrc")],
-    extra_compile_args={"cxx": ["-O3"]},
-)
-ext = CUDAExtension(**ext_kwargs) if WITH_CUDA else CppExtension(**ext_kwargs)
+def get_extensions(cuda: bool):
+    """The op `torchtrt_swish._C`: CPU kernels always, the CUDA impl when cuda."""
+    kwargs = dict(
+        name="torchtrt_swish._C",
+        sources=["csrc/torch/swish_op.cpp", "csrc/torch/swish_autograd.cpp"]
+        + (["csrc/torch/swish_cuda.cpp"] if cuda else []),
+        include_dirs=[str(ROOT / "csrc")],
+        extra_compile_args={"cxx": ["-O3"]},
+    )
+    return [CUDAExtension(**kwargs) if cuda else CppExtension(**kwargs)]
 
-setup(
-    ext_modules=[ext],
-    cmdclass={"build_ext": BuildNative.with_options(use_ninja=True)},
-    package_data={"torchtrt_swish": ["libtorchtrt_swish_plugin.so"]},
-)
+
+def main() -> None:
+    """setup() with the extension and the native build step."""
+    cuda = with_cuda()
+    if cuda:
+        os.environ.setdefault("CUDA_HOME", str(cuda_home()))
+        # torch's own flags are unused (no .cu in _C) but it warns when the list is unset and no GPU is visible.
+        os.environ.setdefault("TORCH_CUDA_ARCH_LIST", arch_list())
+    BuildNative.cuda = cuda
+    setup(
+        ext_modules=get_extensions(cuda),
+        cmdclass={"build_ext": BuildNative.with_options(use_ninja=True)},
+        package_data={"torchtrt_swish": ["libtorchtrt_swish_plugin.so"]},
+    )
+
+
+# setuptools runs this file as __main__; the tests import it for the build's paths and toolchain checks.
+if __name__ == "__main__":
+    main()

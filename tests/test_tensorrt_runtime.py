@@ -1,6 +1,6 @@
 """The SwishBias plugin inside real TensorRT lean runtimes (marker `tensorrt_runtime`), one process per version.
 
-The runtimes are the pinned wheels of tools/trt_lean_pins.txt, installed by ``./dev setup`` into
+The runtimes are the pinned wheels of tests/trt_lean_pins.txt, installed by ``./dev setup`` into
 build/trt-lean-<version>/; a version whose folder is missing is skipped with that folder named. Each case runs
 tests/trt_runtime_probe.py in its own process (PYTHONPATH = that folder) through both loading paths,
 ``torchtrt_swish.plugin.load_plugin`` (the registry's ``load_library``) and ``ctypes.CDLL`` after importing TensorRT
@@ -12,7 +12,6 @@ check that the plugin's error messages reach it.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import os
 import subprocess
@@ -21,11 +20,10 @@ from pathlib import Path
 
 import pytest
 
+import trt_lean
+
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = ROOT / "tests" / "trt_runtime_probe.py"
-_spec = importlib.util.spec_from_file_location("trt_lean", ROOT / "tools" / "trt_lean.py")
-trt_lean = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(trt_lean)
 
 pytestmark = pytest.mark.tensorrt_runtime
 
@@ -67,7 +65,7 @@ def _runtime(version: str) -> Path:
     folder = trt_lean.runtime_dir(version)
     if not trt_lean.installed(version):
         pytest.skip(f"TensorRT lean runtime {version} is not installed: {folder} is missing "
-                    f"(./dev setup installs it; or python tools/trt_lean.py install {version})")
+                    f"(./dev setup installs it; or python tests/trt_lean.py install {version})")
     return folder
 
 

@@ -1,4 +1,4 @@
-"""Test-side view of the build (imports tools/native_build.py without side effects)."""
+"""Test-side view of the build: setup.py's paths and toolchain checks (imported by path; setup() is not run)."""
 from __future__ import annotations
 
 import importlib.util
@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("native_build", ROOT / "tools" / "native_build.py")
+_spec = importlib.util.spec_from_file_location("torchtrt_swish_setup", ROOT / "setup.py")
 native_build = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("native_build", native_build)
+sys.modules.setdefault(_spec.name, native_build)  # dataclasses look their module up there
 _spec.loader.exec_module(native_build)
 
 

@@ -20,8 +20,8 @@ BUILD_DIR = Path(os.environ.get("TORCHTRT_SWISH_BUILD_DIR", ROOT / "build" / "na
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 HARNESS_FILE = BUILD_DIR / f"_trt_harness{EXT_SUFFIX}"
 FAKE_NVINFER = BUILD_DIR / "fake_tensorrt" / "libnvinfer.so.10"
-BUILD_HINT = ("build it with `python tools/native_build.py` (or `pip install --no-build-isolation -e .`); it needs nvcc, "
-              "pybind11 and the TensorRT headers")
+BUILD_HINT = ("build it with `pip install --no-build-isolation -e .` (setup.py builds it into build/native); it needs "
+              "nvcc, pybind11 and the TensorRT headers")
 
 
 def load_module_from(path: Path, name: str):

@@ -1,9 +1,9 @@
 """The real TensorRT lean runtimes the `tensorrt_runtime` tests run against: pins, install, where they live.
 
-``python tools/trt_lean.py install [VERSION ...]`` installs each pinned version (all by default) with
+``python tests/trt_lean.py install [VERSION ...]`` installs each pinned version (all by default) with
 ``pip install --no-deps --require-hashes --target build/trt-lean-<version>/`` and skips versions already there.
 Set TORCHTRT_SWISH_TRT_WHEELS to a folder of the pinned wheels to install without an index (the hashes are still
-checked). ``python tools/trt_lean.py status`` prints one line per version.
+checked). ``python tests/trt_lean.py status`` prints one line per version.
 """
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PINS_FILE = ROOT / "tools" / "trt_lean_pins.txt"
+PINS_FILE = Path(__file__).resolve().with_name("trt_lean_pins.txt")
 WHEELS_ENV = "TORCHTRT_SWISH_TRT_WHEELS"
 MODULE = "tensorrt_lean_bindings"  # what both wheels provide: the bindings import their libs wheel themselves
 _MARKER = ".pins"  # written last: a folder without it is an interrupted install
 
 
 def pins() -> dict[str, dict[str, list[str]]]:
-    """{version: {distribution: [sha256, ...]}} from tools/trt_lean_pins.txt, in file order."""
+    """{version: {distribution: [sha256, ...]}} from tests/trt_lean_pins.txt, in file order."""
     out: dict[str, dict[str, list[str]]] = {}
     for n, line in enumerate(PINS_FILE.read_text().splitlines(), 1):
         line = line.split("#", 1)[0].strip()
