@@ -474,6 +474,14 @@ class StreamDeviceScope
 public:
     explicit StreamDeviceScope(cudaStream_t stream) noexcept
     {
+        // cudaStreamGetDevice is refused during stream capture by some drivers (580 with cudart 13.0), and the
+        // refusal invalidates the capture. A capturing stream was begun by the caller on its own device, which is
+        // TensorRT's contract for enqueueV3 anyway, so there is nothing to switch then.
+        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone)
+        {
+            return;
+        }
         int streamDevice = -1;
         mError = cudaStreamGetDevice(stream, &streamDevice);
         if (mError == cudaSuccess)
