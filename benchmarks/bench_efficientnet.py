@@ -81,9 +81,9 @@ def build(device: str) -> tuple[nn.Module, nn.Module, int]:
     torch.manual_seed(0)
     base = efficientnet_b0(weights=None).to(device)
     channels = silu_channels(base, device)
-    plain = replace_silu(copy.deepcopy(base), channels, PlainSwish)
+    plain = replace_silu(copy.deepcopy(base), channels, PlainSwish).to(device)
     ours = replace_silu(copy.deepcopy(base), channels,
-                        lambda c: torchtrt_swish.EfficientSwish(0.0, bias_shape=(c, 1, 1)))
+                        lambda c: torchtrt_swish.EfficientSwish(0.0, bias_shape=(c, 1, 1))).to(device)
     with torch.no_grad():
         for name in channels:
             b = 0.1 * torch.randn(channels[name], 1, 1, device=device)
