@@ -1,14 +1,14 @@
-"""ONNX -> TensorRT engine through TensorRT's ONNX parser, with the SwishBias plugin library loaded.
+"""ONNX -> TensorRT engine over Polygraphy's TensorRT loaders, with the SwishBias plugin library loaded first.
 
-A small adapter over TensorRT's documented Python API: the plugin goes into the registry through
-:func:`torchtrt_swish.plugin.load_plugin`, then ``trt.Builder`` / ``create_network`` /
-``trt.OnnxParser.parse_from_file`` / ``get_error``, ``create_optimization_profile`` + ``set_shape`` for every
-dynamic input, ``BuilderFlag.FP16`` / ``BF16`` where the TensorRT version still has them (TensorRT 11 removed them:
-networks are strongly typed, so half precision must be in the ONNX graph itself, e.g. ``export --dtype float16``),
-and ``build_serialized_network``.
-
-When the parser cannot resolve a SwishBias node the error names the plugin name, version and namespace it looked
-for, and the library that was loaded. Shape-profile logic is plain Python and is tested without TensorRT.
+Polygraphy does the TensorRT work: ``CreateNetwork`` (strongly typed where the graph carries its precision, and
+always where TensorRT has no precision flags: TensorRT 11 removed ``BuilderFlag.FP16`` / ``BF16``, so half
+precision must be in the ONNX graph itself, e.g. ``export --dtype float16``), ``CreateConfig`` with one ``Profile``
+for the dynamic inputs, the precision flag and the workspace limit, ``EngineBytesFromNetwork`` and ``SaveBytes``.
+What it lacks stays here: the plugin goes into the registry through :func:`torchtrt_swish.plugin.load_plugin`,
+the profile comes from our shape specs (plain Python, tested without TensorRT), and failures are errors that say
+what to fix. That is why the ONNX parser is called here and not through ``NetworkFromOnnxPath``, which keeps the
+parser's errors to its log: when the parser cannot resolve a node, the error names the plugin name, version and
+namespace it looked for, and the library that was loaded.
 """
 from __future__ import annotations
 
@@ -220,44 +220,41 @@ def build_engine(
 
     trt = import_tensorrt()
     library = _load_plugin(trt, plugin_library) if any(is_swish_node(n) for n in model.graph.node) else None
-    logger = trt.Logger(trt.Logger.VERBOSE if verbose else trt.Logger.WARNING)
-    try:
-        builder = trt.Builder(logger)
-    except Exception as exc:  # noqa: BLE001 - e.g. no GPU / driver: a usage-level error, not a traceback
-        raise EngineBuildError(f"TensorRT could not create a builder (is a CUDA GPU visible?): {exc}") from exc
-    if builder is None:
-        raise EngineBuildError("TensorRT could not create a builder (is a CUDA GPU visible?)")
+    flag_precision = precision if precision != "fp32" and not graph_half else None
     has_precision_flags = hasattr(trt.BuilderFlag, "FP16")
-    flags = 0
-    if (graph_half or not has_precision_flags) and hasattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED"):
-        # The graph carries its precision: strong typing keeps TensorRT from re-choosing it (always on in 11.x).
-        flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
-    network = builder.create_network(flags)
-    parser = trt.OnnxParser(network, logger)
-    if not parser.parse_from_file(str(onnx_path)):
-        raise _parser_failure(parser, model, library)
+    if flag_precision and not hasattr(trt.BuilderFlag, flag_precision.upper()):
+        raise EngineBuildError(
+            f"TensorRT {getattr(trt, '__version__', '?')} has no BuilderFlag.{flag_precision.upper()} (networks are "
+            f"strongly typed): export the model in {'float16' if precision == 'fp16' else 'bfloat16'} instead "
+            f"(torchtrt-swish export --dtype ...)"
+        )
+    from polygraphy.backend import trt as poly_trt  # noqa: PLC0415 - optional dependency, as TensorRT
+    from polygraphy.backend.common import SaveBytes  # noqa: PLC0415
+    from polygraphy.exception import PolygraphyException  # noqa: PLC0415
+    from polygraphy.logger import G_LOGGER  # noqa: PLC0415
 
-    config = builder.create_builder_config()
-    if workspace_gib is not None:
-        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace_gib * (1 << 30)))
-    if precision != "fp32" and not graph_half:
-        flag = {"fp16": "FP16", "bf16": "BF16"}[precision]
-        if not hasattr(trt.BuilderFlag, flag):
-            raise EngineBuildError(
-                f"TensorRT {getattr(trt, '__version__', '?')} has no BuilderFlag.{flag} (networks are strongly typed): "
-                f"export the model in {'float16' if precision == 'fp16' else 'bfloat16'} instead "
-                f"(torchtrt-swish export --dtype ...)"
-            )
-        config.set_flag(getattr(trt.BuilderFlag, flag))
-    if profiles:
-        profile = builder.create_optimization_profile()
+    # TensorRT's log goes through Polygraphy's logger: TensorRT VERBOSE is its EXTRA_VERBOSE.
+    with G_LOGGER.verbosity(G_LOGGER.EXTRA_VERBOSE if verbose else G_LOGGER.WARNING):
+        try:
+            # The graph carries its precision: strong typing keeps TensorRT from re-choosing it.
+            builder, network = poly_trt.CreateNetwork(strongly_typed=bool(graph_half) or not has_precision_flags)()
+        except Exception as exc:  # noqa: BLE001 - e.g. no GPU / driver: a usage-level error, not a traceback
+            raise EngineBuildError(f"TensorRT could not create a builder (is a CUDA GPU visible?): {exc}") from exc
+        parser = trt.OnnxParser(network, poly_trt.get_trt_logger())
+        if not parser.parse_from_file(str(onnx_path)):
+            raise _parser_failure(parser, model, library)
+        profile = poly_trt.Profile()
         for name, (mn, op, mx) in profiles.items():
-            profile.set_shape(name, mn, op, mx)
-        config.add_optimization_profile(profile)
-    serialized = builder.build_serialized_network(network, config)
-    if serialized is None:
-        raise EngineBuildError("TensorRT's builder returned no engine (see the TensorRT log above for the cause)")
-    engine_path = Path(engine_path)
-    engine_path.parent.mkdir(parents=True, exist_ok=True)
-    engine_path.write_bytes(bytes(memoryview(serialized)))
-    return engine_path
+            profile.add(name, mn, op, mx)
+        config = poly_trt.CreateConfig(
+            fp16=flag_precision == "fp16",
+            bf16=flag_precision == "bf16",
+            profiles=[profile],  # inputs it leaves out are static: Polygraphy fills in their shapes
+            memory_pool_limits=None if workspace_gib is None else {
+                trt.MemoryPoolType.WORKSPACE: int(workspace_gib * (1 << 30))},
+        )
+        try:
+            SaveBytes(poly_trt.EngineBytesFromNetwork((builder, network, parser), config=config), str(engine_path))()
+        except PolygraphyException as exc:
+            raise EngineBuildError(f"TensorRT's builder returned no engine ({exc}; see the TensorRT log above)") from exc
+    return Path(engine_path)

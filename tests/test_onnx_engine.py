@@ -1,5 +1,6 @@
-"""ONNX -> TensorRT engine: shape profiles (pure Python), the adapter's control flow against a stand-in `tensorrt`
-module, and real-TensorRT tests (marked `tensorrt`, skipped where TensorRT cannot be imported)."""
+"""ONNX -> TensorRT engine: shape profiles (pure Python), the adapter's control flow against stand-ins for
+`tensorrt` and Polygraphy's TensorRT-calling loaders, and real-TensorRT tests (marked `tensorrt`, skipped where
+TensorRT cannot be imported)."""
 from __future__ import annotations
 
 import sys
@@ -92,14 +93,19 @@ def test_bad_precision_and_conflicts(seed_paths, tmp_path):
         build_engine(seed_paths["fp16"], tmp_path / "e.engine", precision="bf16")
 
 
-# ------------------------------------------------------------- the adapter against a stand-in tensorrt module
+# ------------------------------------------- the adapter against stand-ins for tensorrt and Polygraphy's loaders
 
 
-def fake_tensorrt(*, precision_flags=True, registers=True, parse_errors=(), build_ok=True):
-    """A minimal stand-in with the names build_engine uses; records what was asked of it."""
+def fake_tensorrt(monkeypatch, *, precision_flags=True, registers=True, parse_errors=(), build_ok=True):
+    """Stand-ins for what build_engine reaches: the tensorrt names it calls itself (registry, OnnxParser, flags) and
+    Polygraphy's CreateNetwork / EngineBytesFromNetwork / get_trt_logger (which would call TensorRT); records what
+    was asked of them. CreateConfig and Profile are Polygraphy's own: they touch TensorRT only when called."""
+    import polygraphy.backend.trt as poly_trt
+    from polygraphy.exception import PolygraphyException
+
     trt = types.ModuleType("tensorrt")
     trt.__version__ = "0.0-fake"
-    log = {"flags": [], "profiles": [], "loaded": [], "network_flags": None, "parsed": None}
+    log = {"loaded": [], "strongly_typed": None, "parsed": None, "built": None, "config": None}
     creators = set()
 
     class Registry:
@@ -116,12 +122,6 @@ def fake_tensorrt(*, precision_flags=True, registers=True, parse_errors=(), buil
 
     registry = Registry()
     trt.get_plugin_registry = lambda: registry
-
-    class Logger:
-        VERBOSE, WARNING = 0, 2
-
-        def __init__(self, severity):
-            self.severity = severity
 
     class Error:
         def __init__(self, desc, node):
@@ -148,41 +148,31 @@ def fake_tensorrt(*, precision_flags=True, registers=True, parse_errors=(), buil
         def get_error(self, i):
             return self.errors[i]
 
-    class Profile:
-        def set_shape(self, name, mn, op, mx):
-            log["profiles"].append((name, tuple(mn), tuple(op), tuple(mx)))
-
-    class Config:
-        def set_flag(self, flag):
-            log["flags"].append(flag)
-
-        def set_memory_pool_limit(self, pool, size):
-            log["workspace"] = size
-
-        def add_optimization_profile(self, profile):
-            log["profile_added"] = True
-
-    class Builder:
-        def __init__(self, logger):
-            pass
-
-        def create_network(self, flags):
-            log["network_flags"] = flags
-            return object()
-
-        def create_builder_config(self):
-            return Config()
-
-        def create_optimization_profile(self):
-            return Profile()
-
-        def build_serialized_network(self, network, config):
-            return bytearray(b"fake-engine") if build_ok else None
-
-    trt.Logger, trt.Builder, trt.OnnxParser = Logger, Builder, Parser
+    trt.OnnxParser = Parser
     trt.BuilderFlag = types.SimpleNamespace(**({"FP16": "FP16", "BF16": "BF16"} if precision_flags else {}))
-    trt.NetworkDefinitionCreationFlag = types.SimpleNamespace(STRONGLY_TYPED=5)
     trt.MemoryPoolType = types.SimpleNamespace(WORKSPACE="workspace")
+    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+
+    class CreateNetwork:
+        def __init__(self, strongly_typed=None):
+            log["strongly_typed"] = strongly_typed
+
+        def __call__(self):
+            return "builder", "network"
+
+    class EngineBytesFromNetwork:
+        def __init__(self, network, config=None):
+            self.network, self.config = network, config
+
+        def __call__(self):
+            log["built"], log["config"] = self.network, self.config
+            if not build_ok:  # what Polygraphy does when TensorRT returns no engine (G_LOGGER.critical)
+                raise PolygraphyException("Invalid Engine. Please ensure the engine was built correctly")
+            return b"fake-engine"
+
+    monkeypatch.setattr(poly_trt, "CreateNetwork", CreateNetwork)
+    monkeypatch.setattr(poly_trt, "EngineBytesFromNetwork", EngineBytesFromNetwork)
+    monkeypatch.setattr(poly_trt, "get_trt_logger", lambda: "polygraphy's logger")
     return trt, log
 
 
@@ -193,34 +183,47 @@ def plugin_lib(tmp_path):
     return lib
 
 
+def _profile(config):
+    (profile,) = config.profiles
+    return {name: tuple(tuple(s) for s in shapes) for name, shapes in profile.items()}
+
+
 def test_adapter_builds_and_writes_an_engine(seed_paths, tmp_path, plugin_lib, monkeypatch):
-    trt, log = fake_tensorrt()
-    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+    _, log = fake_tensorrt(monkeypatch)
     out = build_engine(seed_paths["dynamic"], tmp_path / "sub" / "seed.engine", precision="fp16",
                        plugin_library=plugin_lib, workspace_gib=0.5)
     assert out.read_bytes() == b"fake-engine"
     assert log["loaded"] == [str(plugin_lib)] and log["parsed"] == str(seed_paths["dynamic"])
-    assert log["flags"] == ["FP16"] and log["network_flags"] == 0  # weak typing + the precision flag
-    assert log["profiles"] == [("x", (1, 1, 5, 5), (8, 1, 5, 5), (32, 1, 5, 5))]
-    assert log["workspace"] == 1 << 29
+    assert log["strongly_typed"] is False  # weak typing + the precision flag
+    assert log["built"][:2] == ("builder", "network") and len(log["built"]) == 3  # the parser lives until built
+    config = log["config"]
+    assert (config.fp16, config.bf16) == (True, False)
+    assert _profile(config) == {"x": ((1, 1, 5, 5), (8, 1, 5, 5), (32, 1, 5, 5))}
+    assert config.memory_pool_limits == {"workspace": 1 << 29}
+
+
+def test_adapter_static_model_and_bf16(seed_paths, tmp_path, plugin_lib, monkeypatch):
+    _, log = fake_tensorrt(monkeypatch)
+    build_engine(seed_paths["static"], tmp_path / "s.engine", precision="bf16", plugin_library=plugin_lib)
+    config = log["config"]
+    assert (config.fp16, config.bf16) == (False, True) and config.memory_pool_limits is None
+    assert _profile(config) == {}  # nothing dynamic: Polygraphy fills in the static input shapes
 
 
 def test_adapter_strongly_typed_paths(seed_paths, tmp_path, plugin_lib, monkeypatch):
-    trt, log = fake_tensorrt()
-    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+    _, log = fake_tensorrt(monkeypatch)
     build_engine(seed_paths["fp16"], tmp_path / "a.engine", precision="fp16", plugin_library=plugin_lib)
-    assert log["network_flags"] == 1 << 5 and log["flags"] == []  # the graph carries the precision
-    # TensorRT 11: no precision flags at all.
-    trt, log = fake_tensorrt(precision_flags=False)
-    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+    assert log["strongly_typed"] is True and not log["config"].fp16  # the graph carries the precision
+    # TensorRT 11: no precision flags at all, every network strongly typed.
+    _, log = fake_tensorrt(monkeypatch, precision_flags=False)
     with pytest.raises(EngineBuildError, match="no BuilderFlag.FP16 .networks are strongly typed.*float16"):
         build_engine(seed_paths["static"], tmp_path / "b.engine", precision="fp16", plugin_library=plugin_lib)
-    assert log["network_flags"] == 1 << 5
+    build_engine(seed_paths["static"], tmp_path / "c.engine", plugin_library=plugin_lib)
+    assert log["strongly_typed"] is True
 
 
 def test_adapter_names_the_plugin_when_the_library_is_missing(seed_paths, tmp_path, monkeypatch):
-    trt, _ = fake_tensorrt()
-    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+    fake_tensorrt(monkeypatch)
     with pytest.raises(PluginNotFoundError) as info:
         build_engine(seed_paths["dynamic"], tmp_path / "e.engine", plugin_library=tmp_path / "missing.so")
     msg = str(info.value)
@@ -228,8 +231,7 @@ def test_adapter_names_the_plugin_when_the_library_is_missing(seed_paths, tmp_pa
 
 
 def test_adapter_when_the_library_registers_nothing(seed_paths, tmp_path, plugin_lib, monkeypatch):
-    trt, _ = fake_tensorrt(registers=False)
-    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+    fake_tensorrt(monkeypatch, registers=False)
     with pytest.raises(PluginNotFoundError, match="not registered after loading"):
         build_engine(seed_paths["dynamic"], tmp_path / "e.engine", plugin_library=plugin_lib)
 
@@ -237,8 +239,7 @@ def test_adapter_when_the_library_registers_nothing(seed_paths, tmp_path, plugin
 def test_adapter_maps_the_parsers_plugin_lookup_failure(seed_paths, tmp_path, plugin_lib, monkeypatch):
     msg = 'creator && "Plugin not found, are the plugin name, version, and namespace correct?"'
     index = [n.op_type for n in onnx.load(seed_paths["v2"]).graph.node].index("SwishBias")
-    trt, _ = fake_tensorrt(parse_errors=[(msg, index)])
-    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+    fake_tensorrt(monkeypatch, parse_errors=[(msg, index)])
     with pytest.raises(PluginNotFoundError) as info:
         build_engine(seed_paths["v2"], tmp_path / "e.engine", plugin_library=plugin_lib)
     text = str(info.value)
@@ -258,9 +259,8 @@ def test_parser_hint_uses_the_attributes_never_the_domain(seed_paths, tmp_path, 
     path = tmp_path / "no_attrs.onnx"
     onnx.save(model, path)
     index = [n.op_type for n in model.graph.node].index("SwishBias")
-    trt, _ = fake_tensorrt(parse_errors=[("Plugin not found, are the plugin name, version, and namespace correct?",
-                                          index)])
-    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+    fake_tensorrt(monkeypatch, parse_errors=[("Plugin not found, are the plugin name, version, and namespace correct?",
+                                              index)])
     with pytest.raises(PluginNotFoundError) as info:
         build_engine(path, tmp_path / "e.engine", plugin_library=plugin_lib)
     text = str(info.value)
@@ -270,13 +270,26 @@ def test_parser_hint_uses_the_attributes_never_the_domain(seed_paths, tmp_path, 
 
 
 def test_adapter_other_parser_and_builder_failures(seed_paths, tmp_path, plugin_lib, monkeypatch):
-    trt, _ = fake_tensorrt(parse_errors=[("Conv: kernel weights must be constant", 0)])
-    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+    _, log = fake_tensorrt(monkeypatch, parse_errors=[("Conv: kernel weights must be constant", 0)])
     with pytest.raises(EngineBuildError, match=r"parser failed:\n  node 0 \(Conv"):
         build_engine(seed_paths["dynamic"], tmp_path / "e.engine", plugin_library=plugin_lib)
-    trt, _ = fake_tensorrt(build_ok=False)
-    monkeypatch.setitem(sys.modules, "tensorrt", trt)
-    with pytest.raises(EngineBuildError, match="returned no engine"):
+    assert log["built"] is None
+    fake_tensorrt(monkeypatch, build_ok=False)
+    with pytest.raises(EngineBuildError, match="returned no engine .Invalid Engine"):
+        build_engine(seed_paths["dynamic"], tmp_path / "e.engine", plugin_library=plugin_lib)
+    assert not (tmp_path / "e.engine").exists()
+
+
+def test_adapter_builder_creation_failure(seed_paths, tmp_path, plugin_lib, monkeypatch):
+    import polygraphy.backend.trt as poly_trt
+
+    fake_tensorrt(monkeypatch)
+
+    def no_gpu(strongly_typed=None):
+        raise TypeError("pybind11::init(): factory function returned nullptr")  # trt.Builder without a GPU
+
+    monkeypatch.setattr(poly_trt, "CreateNetwork", no_gpu)
+    with pytest.raises(EngineBuildError, match=r"could not create a builder \(is a CUDA GPU visible\?\): pybind11"):
         build_engine(seed_paths["dynamic"], tmp_path / "e.engine", plugin_library=plugin_lib)
 
 
