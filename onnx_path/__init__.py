@@ -13,6 +13,8 @@ Modules (import what you need; none of them needs TensorRT to import):
   table/JSON reports.
 * ``demo`` — the seed network end to end (``run_seed_demo``), used by example 04 and the README's first command.
 * ``models`` — the torch models the CLI and examples build (seed Net, torchvision models with random weights).
+* ``cli`` — the ``torchtrt-swish`` console script (export, fuse, build-engine, check). It lives here, on top of
+  both packages: ``onnx_path`` builds on ``torchtrt_swish``, never the other way round.
 
 The node's identity lives in ``common`` and its contract in ``contract``: op_type ``SwishBias``, domain
 ``torchtrt_swish``, attributes ``plugin_version="1"`` and ``plugin_namespace="torchtrt_swish"``, inputs

@@ -15,8 +15,10 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
+from onnx_path.cli import EXIT_OK, EXIT_PARITY_FAIL, EXIT_USAGE, build_parser, main
 from onnx_path.common import swish_nodes
-from torchtrt_swish.cli import EXIT_OK, EXIT_PARITY_FAIL, EXIT_USAGE, build_parser, main
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +39,13 @@ def silu_onnx(tmp_path):
 
 
 def test_console_script_is_declared():
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["torchtrt-swish"]
+    assert declared == "onnx_path.cli:main"
     (ep,) = [e for e in entry_points(group="console_scripts") if e.name == "torchtrt-swish"]
-    assert ep.value == "torchtrt_swish.cli:main"
+    assert ep.value == declared, "the installed console script is stale: reinstall (pip install -e .)"
+    assert ep.load() is main
 
 
 @pytest.mark.parametrize("command", [[], ["export"], ["fuse"], ["build-engine"], ["check"]])
@@ -164,7 +171,7 @@ def test_build_engine_without_tensorrt(seed_onnx, tmp_path, capsys, monkeypatch)
 
 
 def test_exit_codes_through_a_real_process(seed_onnx, tmp_path):
-    run = [sys.executable, "-m", "torchtrt_swish.cli"]
+    run = [sys.executable, "-m", "onnx_path.cli"]
     ok = subprocess.run([*run, "check", str(seed_onnx), "--torch-model", "seed-net"], capture_output=True, text=True,
                         timeout=600)
     assert ok.returncode == 0, ok.stderr

@@ -1,0 +1,59 @@
+"""The dependency direction of the Python packages: onnx_path builds on torchtrt_swish, never the other way round."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+UPSTREAM, DOWNSTREAM = "torchtrt_swish", "onnx_path"
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Absolute module names a source file imports anywhere (top level or inside functions)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_scan_sees_imports_inside_functions(tmp_path):
+    """The scan below can fail: an import hidden in a function body is found."""
+    src = tmp_path / "m.py"
+    src.write_text("def f():\n    from onnx_path.engine import build_engine\n    import onnx_path.parity\n")
+    assert _imported_modules(src) == {"onnx_path.engine", "onnx_path.parity"}
+
+
+def test_no_torchtrt_swish_module_imports_onnx_path():
+    sources = sorted((ROOT / UPSTREAM).rglob("*.py"))
+    assert sources, f"no sources under {ROOT / UPSTREAM}"
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(m for m in _imported_modules(path)
+                                            if m == DOWNSTREAM or m.startswith(DOWNSTREAM + "."))
+        for path in sources
+    }
+    assert not {k: v for k, v in offenders.items() if v}, offenders
+
+
+def test_importing_every_torchtrt_swish_module_leaves_onnx_path_unloaded():
+    # The Python sources only: the package folder also holds the plugin library, which is no Python module.
+    modules = [f"{UPSTREAM}.{p.stem}" for p in sorted((ROOT / UPSTREAM).glob("*.py")) if p.stem != "__init__"]
+    code = (
+        "import importlib, sys\n"
+        f"for name in {[UPSTREAM, *modules]!r}:\n"
+        "    importlib.import_module(name)\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] == '{DOWNSTREAM}'))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]", proc.stdout
+
+
+def test_the_cli_sits_on_top_of_both_packages():
+    """The console script's module is in onnx_path (it imports both packages); none is left in torchtrt_swish."""
+    assert not (ROOT / UPSTREAM / "cli.py").exists()
+    assert (ROOT / DOWNSTREAM / "cli.py").is_file()
