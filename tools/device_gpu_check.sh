@@ -46,9 +46,9 @@ if [[ $steps == *all* || $steps == *sanitize* ]]; then
     for tool in memcheck racecheck; do
         compute-sanitizer --tool $tool --error-exitcode 3 python3 tools/sanitize_op.py > "$OUT/sanitize_op_$tool.log" 2>&1
         echo "sanitizer $tool (op): exit $? :: $(tail -1 "$OUT/sanitize_op_$tool.log")"
-        if [ -f tests/test_plugin_harness.py ]; then
+        if [ -d tests/trt_plugin ]; then
             compute-sanitizer --tool $tool --error-exitcode 3 python3 -m pytest -q -p no:cacheprovider -m cuda \
-                tests/test_plugin_harness.py -k "${SANITIZE_K:-not huge}" > "$OUT/sanitize_plugin_$tool.log" 2>&1
+                tests/trt_plugin -k "${SANITIZE_K:-not huge}" > "$OUT/sanitize_plugin_$tool.log" 2>&1
             echo "sanitizer $tool (plugin harness): exit $? :: $(tail -1 "$OUT/sanitize_plugin_$tool.log")"
         fi
     done
