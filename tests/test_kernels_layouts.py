@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import torchtrt_swish
 from samples import reference, tolerance
-from test_ops import _assert_backward_close, _assert_close_to_reference
+from test_ops import CHANNELS_LAST_CASES, CL_IDS, _assert_backward_close, _assert_close_to_reference, _assert_format
 
 pytestmark = pytest.mark.cuda
 
@@ -37,6 +37,9 @@ LAYOUTS = [
     ((2, 3, 5, 7), (3, 5, 1), False),         # a block of dims before the last: 15 channels of 7
     ((4, 256, 14, 14), (256, 1, 1), True),    # channels_last
     ((4, 1152, 7, 7), (1152, 1, 1), True),
+    ((2, 32, 112, 112), (32, 1, 1), True),    # the issue's shape: a last-dim bias of 32 over [N*H*W, 32]
+    ((8, 16, 28, 28), (1, 16, 1, 1), True),
+    ((2, 2048, 7, 7), (2048, 1, 1), True),
 ]
 IDS = [f"{'x'.join(map(str, s))}-b{'x'.join(map(str, b))}{'-cl' if cl else ''}" for s, b, cl in LAYOUTS]
 
@@ -128,3 +131,31 @@ def test_tall_partial_matrix_cuda(dtype):
     tol = torch.finfo(dtype).eps * ref.abs() + 16 * torch.finfo(torch.float32).eps * g.double().cpu().abs() + 1e-30
     assert bool(((dx.double().cpu() - ref).abs() <= tol).all())
 
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,fmt,bshape", CHANNELS_LAST_CASES, ids=CL_IDS)
+def test_channels_last_keeps_format_cuda(dtype, shape, fmt, bshape):
+    """channels_last (3d) x: y and dx keep x's strides whatever g's format; y and dx are the contiguous path's bits;
+    y, dx and dbias against fp64; dbias exact for integer gradients and the same on every run."""
+    gen = torch.Generator().manual_seed(6)
+    x = (torch.randn(shape, generator=gen, dtype=torch.float64) * 4).to("cuda", dtype).contiguous(memory_format=fmt)
+    b = torch.randn(bshape, generator=gen, dtype=torch.float64).to("cuda", dtype)
+    y = torchtrt_swish.swish(x, b)
+    _assert_format(y, x, "y")
+    _assert_close_to_reference(y, x, b)
+    assert torch.equal(y, torchtrt_swish.swish(x.contiguous(), b))
+    gi = torch.randint(-8, 9, shape, generator=gen).to("cuda", dtype)
+    exact = gi.to("cpu", torch.float64).sum_to_size(bshape).to(dtype)
+    for g in (gi.contiguous(), gi.contiguous(memory_format=fmt)):
+        dx, db = torch.ops.torchtrt_swish.swish_backward(g, x, b)
+        _assert_format(dx, x, f"dx, g strides {g.stride()}")
+        assert db.shape == b.shape and db.is_contiguous()
+        assert torch.equal(db.cpu(), exact), (db.flatten()[:8], exact.flatten()[:8])
+        assert torch.equal(dx, torch.ops.torchtrt_swish.swish_backward(g.contiguous(), x.contiguous(), b)[0])
+        dx2, db2 = torch.ops.torchtrt_swish.swish_backward(g, x, b)
+        assert torch.equal(dx2, dx) and torch.equal(db2, db)
+    g = torch.randn(shape, generator=gen, dtype=torch.float64).to("cuda", dtype).contiguous(memory_format=fmt)
+    _assert_backward_close(x, b, g, "x".join(map(str, shape)))
+    torch.library.opcheck(torch.ops.torchtrt_swish.swish.default, (x, b))
+    torch.library.opcheck(torch.ops.torchtrt_swish.swish_backward.default, (g, x, b))

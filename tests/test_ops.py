@@ -46,12 +46,21 @@ def test_forward_matches_fp64_reference(device):
             raise AssertionError(f"{s.name} {dtype}: {e}") from None
 
 
+def _expected_format(x: torch.Tensor) -> torch.memory_format:
+    """The output format the op promises: x's when x is dense channels_last (3d) but not contiguous."""
+    if not x.is_contiguous():
+        for rank, fmt in ((4, torch.channels_last), (5, torch.channels_last_3d)):
+            if x.dim() == rank and x.is_contiguous(memory_format=fmt):
+                return fmt
+    return torch.contiguous_format
+
+
 @pytest.mark.parametrize("device", DEVICES)
-def test_output_is_contiguous_and_input_untouched(device):
+def test_output_format_and_input_untouched(device):
     for dtype, s in _cases(device):
         x0 = s.x.clone()
         y = torchtrt_swish.swish(s.x, s.bias)
-        assert y.is_contiguous(), s.name
+        assert y.is_contiguous(memory_format=_expected_format(s.x)), s.name
         assert torch.equal(s.x, x0), s.name
 
 
@@ -632,3 +641,137 @@ def test_half_every_input_cuda(dtype):
             assert torch.equal(y[rest], want[rest])
         g = torch.randn(x.shape, device="cuda", generator=gen).to(dtype)
         _assert_backward_close(torch.where(finite, x, 0), b, torch.where(finite, g, 0), f"bias {b.numel()}")
+
+
+# ----------------------------------------------------------------------------- channels_last memory
+
+# (x shape, memory format, bias shape): every bias layout on channels_last (3d) memory, which the kernels stream as
+# [N*H*W, C] (a per-channel bias becomes a last-dim one); a bias that is not one block there is materialized.
+CL = torch.channels_last
+CL3 = torch.channels_last_3d
+CHANNELS_LAST_CASES = [
+    ((2, 8, 5, 5), CL, (8, 1, 1)), ((2, 8, 5, 5), CL, (1, 8, 1, 1)), ((2, 8, 5, 5), CL, (1,)),
+    ((2, 8, 5, 5), CL, ()), ((2, 8, 5, 5), CL, (2, 8, 5, 5)), ((2, 8, 5, 5), CL, (8, 5, 5)),
+    ((2, 8, 5, 5), CL, (5, 1)), ((2, 8, 5, 5), CL, (5,)), ((2, 8, 5, 5), CL, (2, 8, 1, 5)),
+    ((3, 33, 7, 9), CL, (33, 1, 1)), ((2, 1, 5, 5), CL, (1, 1, 1)), ((2, 8, 1, 1), CL, (8, 1, 1)),
+    ((2, 6, 3, 4, 5), CL3, (6, 1, 1, 1)), ((2, 6, 3, 4, 5), CL3, (1,)), ((2, 6, 3, 4, 5), CL3, (2, 6, 3, 4, 5)),
+    ((2, 6, 3, 4, 5), CL3, (4, 1)),
+]
+CL_IDS = [f"{list(xs)}-{str(f).split('.')[-1]}-bias{list(bs)}" for xs, f, bs in CHANNELS_LAST_CASES]
+
+
+def _cl_inputs(shape, fmt, bshape, dtype, device="cpu", seed=15):
+    """x in fmt and a contiguous bias, values spread over swish's interesting range."""
+    gen = torch.Generator().manual_seed(seed)
+    x = (torch.randn(shape, generator=gen, dtype=torch.float64) * 4).to(device, dtype).contiguous(memory_format=fmt)
+    b = torch.randn(bshape, generator=gen, dtype=torch.float64).to(device, dtype)
+    return x, b, gen
+
+
+def _assert_format(t: torch.Tensor, x: torch.Tensor, label: str) -> None:
+    """t laid out as the op promises for input x (same strides as x when x is dense channels_last)."""
+    fmt = _expected_format(x)
+    assert t.is_contiguous(memory_format=fmt), f"{label}: strides {t.stride()} not {fmt}"
+    if fmt != torch.contiguous_format:
+        assert t.stride() == x.stride(), f"{label}: strides {t.stride()} vs x {x.stride()}"
+
+
+@pytest.mark.parametrize("shape,fmt,bshape", CHANNELS_LAST_CASES, ids=CL_IDS)
+def test_channels_last_forward_keeps_format_and_matches_fp64(shape, fmt, bshape):
+    """y keeps x's channels_last format and equals F.silu(x) + b computed in fp64, every dtype."""
+    for dtype in (*DTYPES, torch.float64):
+        x, b, _ = _cl_inputs(shape, fmt, bshape, dtype)
+        y = torchtrt_swish.swish(x, b)
+        _assert_format(y, x, f"{dtype}")
+        want = F.silu(x.double()) + b.double()
+        err = (y.double() - want).abs()
+        assert (err <= tolerance(x, b, dtype)).all(), f"{dtype}: worst err {err.max().item():.3e}"
+
+
+@pytest.mark.parametrize("shape,fmt,bshape", CHANNELS_LAST_CASES, ids=CL_IDS)
+def test_channels_last_backward_keeps_format_and_matches_fp64(shape, fmt, bshape):
+    """dx keeps x's format whatever g's format is; dx and dbias match fp64 autograd; dbias is bias-shaped."""
+    for dtype in (*DTYPES, torch.float64):
+        x, b, gen = _cl_inputs(shape, fmt, bshape, dtype)
+        g0 = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+        for g in (g0.contiguous(), g0.contiguous(memory_format=fmt)):
+            label = f"{dtype} g strides {g.stride()}"
+            dx, db = torch.ops.torchtrt_swish.swish_backward(g, x, b)
+            _assert_format(dx, x, label)
+            assert db.shape == b.shape and db.is_contiguous(), label
+            # Same values as the contiguous path (the formula does not depend on the layout) ...
+            dx_c, db_c = torch.ops.torchtrt_swish.swish_backward(g.contiguous(), x.contiguous(), b)
+            assert torch.equal(dx, dx_c), label
+            if dtype != torch.float64:  # both are an fp64 sum (in another order) rounded once to dtype
+                torch.testing.assert_close(db, db_c, rtol=0, atol=0)
+            # ... and fp64 autograd of the plain formula, through the op's autograd.
+            _assert_backward_close(x, b, g, label)
+            xr = x.detach().clone().requires_grad_()
+            torchtrt_swish.swish(xr, b).backward(g)
+            _assert_format(xr.grad, x, label)
+
+
+@pytest.mark.parametrize("shape,fmt,bshape", [c for c in CHANNELS_LAST_CASES if c[2] in ((8, 1, 1), (33, 1, 1))])
+def test_channels_last_dbias_same_bits_for_any_thread_count(shape, fmt, bshape):
+    """The per-channel dbias over channels_last memory is the same on 1-4 threads."""
+    x, b, gen = _cl_inputs((4, *shape[1:]), fmt, bshape, torch.bfloat16)
+    g = (torch.randn(x.shape, generator=gen) + 0.25).to(torch.bfloat16).contiguous(memory_format=fmt)
+    threads = torch.get_num_threads()
+    try:
+        results = []
+        for n in (1, 2, 3, 4):
+            torch.set_num_threads(n)
+            results.append(torch.ops.torchtrt_swish.swish_backward(g, x, b)[1])
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(r, results[0]) for r in results[1:])
+
+
+def test_channels_last_not_dense_falls_back_to_contiguous():
+    """A sliced channels_last x (not dense) gives a contiguous output with the right values; opcheck agrees."""
+    x, b, _ = _cl_inputs((2, 8, 6, 6), CL, (8, 1, 1), torch.float32)
+    xs = x[:, :, ::2, 1:]
+    y = torchtrt_swish.swish(xs, b)
+    assert y.is_contiguous()
+    torch.testing.assert_close(y.double(), F.silu(xs.double()) + b.double(), rtol=1e-6, atol=1e-6)
+    torch.library.opcheck(torch.ops.torchtrt_swish.swish.default, (xs, b))
+
+
+@pytest.mark.parametrize("shape,fmt,bshape", CHANNELS_LAST_CASES[::3], ids=CL_IDS[::3])
+def test_channels_last_opcheck(shape, fmt, bshape):
+    """Fake kernels report the real kernels' strides (opcheck compares them), forward and backward."""
+    x, b, gen = _cl_inputs(shape, fmt, bshape, torch.float32)
+    torch.library.opcheck(torch.ops.torchtrt_swish.swish.default,
+                          (x.clone().requires_grad_(), b.clone().requires_grad_()))
+    g = torch.randn(shape, generator=gen)  # contiguous g with channels_last x
+    torch.library.opcheck(torch.ops.torchtrt_swish.swish_backward.default, (g, x, b))
+    torch.library.opcheck(torch.ops.torchtrt_swish.swish_backward.default,
+                          (g.contiguous(memory_format=fmt), x, b))
+
+
+@pytest.mark.parametrize("shape,fmt", [((2, 8, 5, 5), CL), ((2, 6, 3, 4, 5), CL3)])
+def test_channels_last_export_and_compile(shape, fmt):
+    """torch.export keeps the op on channels_last input; torch.compile (eager backend: the op itself; inductor: its
+    decomposition) keeps the format and the values, forward and backward."""
+    x, b, gen = _cl_inputs(shape, fmt, (shape[1],) + (1,) * (len(shape) - 2), torch.float32)
+    m = torchtrt_swish.EfficientSwish(0.0, bias_shape=tuple(b.shape))
+    with torch.no_grad():
+        m.bias.copy_(b)
+    ep = torch.export.export(m, (x,))
+    nodes = [n for n in ep.graph_module.graph.nodes if n.target == torch.ops.torchtrt_swish.swish.default]
+    assert len(nodes) == 1
+    assert nodes[0].meta["val"].stride() == x.stride()
+    want = F.silu(x.double()) + b.double()
+    y = ep.module()(x)
+    _assert_format(y, x, "export")
+    torch.testing.assert_close(y.double(), want, rtol=1e-6, atol=1e-6)
+    g = torch.randn(shape, generator=gen)
+    for backend in ("eager", "inductor"):
+        torch._dynamo.reset()
+        xr = x.clone().requires_grad_()
+        y = torch.compile(m, backend=backend, fullgraph=True)(xr)
+        _assert_format(y, x, backend)
+        torch.testing.assert_close(y.double(), want, rtol=1e-6, atol=1e-6)
+        y.backward(g)
+        _assert_backward_close(x, b, g, backend, fn=lambda a, c: torch.compile(
+            torchtrt_swish.swish, backend=backend, fullgraph=True)(a, c))

@@ -31,12 +31,28 @@ def _check_inputs(x: torch.Tensor, bias: torch.Tensor, what: str) -> None:
                              f"{list(bias.shape)} for x {list(x.shape)}")
 
 
+def _kept_format(x: torch.Tensor) -> torch.memory_format:
+    """The memory format the kernels give their outputs (keptFormat in csrc/torch/swish_common.h)."""
+    if x.is_contiguous():
+        return torch.contiguous_format
+    if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last):
+        return torch.channels_last
+    if x.dim() == 5 and x.is_contiguous(memory_format=torch.channels_last_3d):
+        return torch.channels_last_3d
+    return torch.contiguous_format
+
+
+def _empty_like_kernel_output(x: torch.Tensor) -> torch.Tensor:
+    """An empty tensor with the shape and the strides of the kernels' output for input x."""
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device, memory_format=_kept_format(x))
+
+
 @torch.library.register_fake("torchtrt_swish::swish")
 def _swish_fake(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     # Fake kernels run when dynamo or export traces the op, i.e. before inductor picks its decompositions.
     register_inductor_decompositions()
     _check_inputs(x, bias, "swish")
-    return x.new_empty(x.shape)  # the kernels always return a contiguous tensor
+    return _empty_like_kernel_output(x)
 
 
 @torch.library.register_fake("torchtrt_swish::swish_backward")
@@ -45,7 +61,7 @@ def _swish_backward_fake(grad: torch.Tensor, x: torch.Tensor, bias: torch.Tensor
     _check_inputs(x, bias, "swish_backward")
     torch._check(grad.shape == x.shape,
                  lambda: f"swish_backward: expected grad of shape {list(x.shape)}, got {list(grad.shape)}")
-    return x.new_empty(x.shape), bias.new_empty(bias.shape)
+    return _empty_like_kernel_output(x), bias.new_empty(bias.shape)
 
 
 # ----------------------------------------------------------------------------- vmap

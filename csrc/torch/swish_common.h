@@ -2,6 +2,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/sum_to_size.h>
 #include <c10/util/Exception.h>
 
@@ -18,12 +19,86 @@ inline std::string dims(at::IntArrayRef d)
     return shapeString(d.data(), static_cast<int32_t>(d.size()));
 }
 
-//! Inputs ready for a kernel: contiguous x, a contiguous bias the kernel can index with spec.
+//! The memory format the kernels keep: x's own when x is dense channels_last (3d) and not also contiguous, else
+//! contiguous. Restated in torchtrt_swish/ops.py (_kept_format): the fake kernels must report the same strides.
+inline at::MemoryFormat keptFormat(at::Tensor const& x)
+{
+    if (x.is_contiguous())
+    {
+        return at::MemoryFormat::Contiguous;
+    }
+    if (x.dim() == 4 && x.is_contiguous(at::MemoryFormat::ChannelsLast))
+    {
+        return at::MemoryFormat::ChannelsLast;
+    }
+    if (x.dim() == 5 && x.is_contiguous(at::MemoryFormat::ChannelsLast3d))
+    {
+        return at::MemoryFormat::ChannelsLast3d;
+    }
+    return at::MemoryFormat::Contiguous;
+}
+
+//! x's dims in memory order for fmt: channels last moves dim 1 to the end.
+inline std::vector<int64_t> memoryOrder(int64_t rank, at::MemoryFormat fmt)
+{
+    std::vector<int64_t> order;
+    for (int64_t d = 0; d < rank; ++d)
+    {
+        if (fmt == at::MemoryFormat::Contiguous || d != 1)
+        {
+            order.push_back(d);
+        }
+    }
+    if (fmt != at::MemoryFormat::Contiguous)
+    {
+        order.push_back(1);
+    }
+    return order;
+}
+
+//! t (x dense in fmt, or a bias broadcastable to an x of rank xRank) with its dims in fmt's memory order, so the
+//! kernels, which stream flat memory, see x as contiguous (channels last: [N, H, W, C], the bias a last-dim one).
+inline at::Tensor kernelView(at::Tensor const& t, int64_t xRank, at::MemoryFormat fmt)
+{
+    if (fmt == at::MemoryFormat::Contiguous)
+    {
+        return t;
+    }
+    std::vector<int64_t> shape(static_cast<size_t>(xRank - t.dim()), 1);
+    shape.insert(shape.end(), t.sizes().begin(), t.sizes().end());
+    return t.reshape(shape).permute(memoryOrder(xRank, fmt));
+}
+
+//! A dbias computed in kernelView(bias) order, back in bias's own shape, contiguous.
+inline at::Tensor fromKernelView(at::Tensor const& db, at::Tensor const& bias, at::MemoryFormat fmt)
+{
+    if (fmt == at::MemoryFormat::Contiguous)
+    {
+        return db;
+    }
+    std::vector<int64_t> const order = memoryOrder(db.dim(), fmt);
+    std::vector<int64_t> inverse(order.size());
+    for (size_t i = 0; i < order.size(); ++i)
+    {
+        inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+    }
+    return db.permute(inverse).reshape(bias.sizes()).contiguous();
+}
+
+//! Inputs ready for a kernel: x dense in format, a contiguous bias the kernel can index with spec in x's memory
+//! order.
 struct Prepared
 {
     at::Tensor x;
     at::Tensor bias;
     BiasSpec spec;
+    at::MemoryFormat format{at::MemoryFormat::Contiguous};
+
+    //! An uninitialized tensor shaped and laid out like x, for the kernel's output.
+    at::Tensor emptyLikeX() const
+    {
+        return at::empty(x.sizes(), x.options().memory_format(format));
+    }
 };
 
 inline void checkDtypes(at::Tensor const& x, at::Tensor const& bias, bool allowDouble, char const* what)
@@ -45,26 +120,29 @@ inline BiasClass classify(at::Tensor const& x, at::Tensor const& bias)
     return classifyBias(xs.data(), static_cast<int32_t>(xs.size()), bs.data(), static_cast<int32_t>(bs.size()));
 }
 
-//! Validate (x, bias) and return contiguous tensors plus the bias spec; materializes non-periodic bias shapes.
+//! Validate (x, bias) and return x dense in keptFormat(x) plus a bias and spec in x's memory order; materializes
+//! non-periodic bias shapes.
 inline Prepared prepare(at::Tensor const& x, at::Tensor const& bias, bool allowDouble)
 {
     checkDtypes(x, bias, allowDouble, "swish");
-    auto const xs = x.sizes();
-    auto const bs = bias.sizes();
-    BiasClass const cls = classify(x, bias);
-    TORCH_CHECK(cls.broadcastable, "swish: expected bias broadcastable to x without changing x's shape, got bias ",
-        dims(bs), " for x ", dims(xs), ": ", cls.why);
+    BiasClass const checked = classify(x, bias);
+    TORCH_CHECK(checked.broadcastable, "swish: expected bias broadcastable to x without changing x's shape, got bias ",
+        dims(bias.sizes()), " for x ", dims(x.sizes()), ": ", checked.why);
     Prepared p;
-    p.x = x.contiguous();
+    p.format = keptFormat(x);
+    p.x = x.contiguous(p.format);
+    at::Tensor const kx = kernelView(p.x, x.dim(), p.format);
+    at::Tensor const kb = kernelView(bias, x.dim(), p.format);
+    BiasClass const cls = p.format == at::MemoryFormat::Contiguous ? checked : classify(kx, kb);
     if (cls.periodic)
     {
-        p.bias = bias.contiguous();
+        p.bias = kb.contiguous();
         p.spec = cls.spec;
     }
     else
     {
         // Broadcastable but not one block: rare, so pay one materialization rather than a strided kernel.
-        p.bias = bias.expand(xs).contiguous();
+        p.bias = kb.expand(kx.sizes()).contiguous();
         p.spec = BiasSpec{std::max<int64_t>(x.numel(), 1), 1};
     }
     return p;

@@ -32,7 +32,7 @@ at::Tensor swishCuda(at::Tensor const& x, at::Tensor const& bias)
 {
     Prepared const p = prepare(x, bias, /*allowDouble=*/false);
     c10::cuda::CUDAGuard const guard(p.x.device());
-    at::Tensor y = at::empty(p.x.sizes(), p.x.options());
+    at::Tensor y = p.emptyLikeX();
     checkLaunch(launchSwishForward(toDType(p.x.scalar_type()), p.x.const_data_ptr(), p.bias.const_data_ptr(),
                     y.mutable_data_ptr(), p.x.numel(), p.spec, c10::cuda::getCurrentCUDAStream()),
         "swish");
@@ -44,12 +44,15 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardCuda(at::Tensor const& grad, at:
 {
     checkBackward(grad, x, bias, /*allowDouble=*/false);
     c10::cuda::CUDAGuard const guard(x.device());
-    at::Tensor const g = grad.contiguous();
-    at::Tensor const xc = x.contiguous();
-    at::Tensor dx = at::empty(xc.sizes(), xc.options());
+    // dx keeps x's memory format; the kernels stream memory, so g is laid out like x (a copy only if it is not).
+    at::MemoryFormat const fmt = keptFormat(x);
+    at::Tensor const g = grad.contiguous(fmt);
+    at::Tensor const xc = x.contiguous(fmt);
+    at::Tensor dx = at::empty(xc.sizes(), xc.options().memory_format(fmt));
     int64_t const n = xc.numel();
     DType const dt = toDType(xc.scalar_type());
-    BiasClass const cls = classify(xc, bias);
+    at::Tensor const kb = kernelView(bias, x.dim(), fmt);
+    BiasClass const cls = classify(kernelView(xc, x.dim(), fmt), kb);
     if (n > 0 && cls.periodic)
     {
         // One pass over (g, x) for dx and dbias when the layout has a fused kernel.
@@ -58,12 +61,12 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardCuda(at::Tensor const& grad, at:
         if (ws > 0)
         {
             at::Tensor scratch = at::empty({static_cast<int64_t>((ws + 3) / 4)}, xc.options().dtype(at::kFloat));
-            at::Tensor dbias = at::empty(bias.sizes(), bias.options());
+            at::Tensor dbias = at::empty(kb.sizes(), bias.options());
             checkLaunch(launchSwishBackwardFused(dt, g.const_data_ptr(), xc.const_data_ptr(), dx.mutable_data_ptr(),
                             dbias.mutable_data_ptr(), n, cls.spec, scratch.mutable_data_ptr(), ws,
                             c10::cuda::getCurrentCUDAStream()),
                 "swish_backward");
-            return {dx, dbias};
+            return {dx, fromKernelView(dbias, bias, fmt)};
         }
     }
     checkLaunch(launchSwishBackward(toDType(xc.scalar_type()), g.const_data_ptr(), xc.const_data_ptr(),

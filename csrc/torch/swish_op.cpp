@@ -21,7 +21,7 @@ at::Tensor swishCpu(at::Tensor const& x, at::Tensor const& bias)
 {
     TORCH_CHECK(x.device().is_cpu(), "swish: CPU kernel called with x on ", x.device().str());
     Prepared const p = prepare(x, bias, /*allowDouble=*/true);
-    at::Tensor y = at::empty(p.x.sizes(), p.x.options());
+    at::Tensor y = p.emptyLikeX();
     int64_t const n = p.x.numel();
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.x.scalar_type(), "swish_cpu", [&] {
         using Acc = at::opmath_type<scalar_t>;
@@ -35,7 +35,8 @@ at::Tensor swishCpu(at::Tensor const& x, at::Tensor const& bias)
     return y;
 }
 
-//! dbias = g summed to bias's shape, with the thread-count-independent blocking of cpu::planBiasGrad, in fp64.
+//! dbias = g summed to bias's shape, with the thread-count-independent blocking of cpu::planBiasGrad, in fp64; g
+//! contiguous (a kernelView), dbias in bias's shape.
 at::Tensor biasGradCpu(at::Tensor const& g, at::Tensor const& bias)
 {
     int64_t const n = g.numel();
@@ -88,9 +89,10 @@ at::Tensor biasGradCpu(at::Tensor const& g, at::Tensor const& bias)
 std::tuple<at::Tensor, at::Tensor> swishBackwardCpu(at::Tensor const& grad, at::Tensor const& x, at::Tensor const& bias)
 {
     checkBackward(grad, x, bias, /*allowDouble=*/true);
-    at::Tensor const g = grad.contiguous();
-    at::Tensor const xc = x.contiguous();
-    at::Tensor dx = at::empty(xc.sizes(), xc.options());
+    at::MemoryFormat const fmt = keptFormat(x);
+    at::Tensor const g = grad.contiguous(fmt);
+    at::Tensor const xc = x.contiguous(fmt);
+    at::Tensor dx = at::empty(xc.sizes(), xc.options().memory_format(fmt));
     int64_t const n = xc.numel();
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, xc.scalar_type(), "swish_backward_cpu", [&] {
         using Acc = at::opmath_type<scalar_t>;
@@ -100,7 +102,9 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardCpu(at::Tensor const& grad, at::
         at::parallel_for(0, n, kGRAIN,
             [&](int64_t begin, int64_t end) { cpu::swishBackwardRange<scalar_t, Acc>(gp, xp, dp, begin, end); });
     });
-    return {dx, biasGradCpu(g, bias)};
+    int64_t const rank = x.dim();
+    at::Tensor const db = biasGradCpu(kernelView(g, rank, fmt), kernelView(bias, rank, fmt));
+    return {dx, fromKernelView(db, bias, fmt)};
 }
 
 } // namespace
