@@ -15,8 +15,11 @@ import sys
 import time
 from pathlib import Path
 
+from torchtrt_swish.dtypes import DTYPES, TOLERANCES, dtype_name
+from torchtrt_swish.shapes import parse_shape, parse_shape_spec
+
+DTYPE_NAMES = tuple(DTYPES)
 EXIT_OK, EXIT_PARITY_FAIL, EXIT_USAGE = 0, 1, 2
-DTYPE_NAMES = ("float32", "float16", "bfloat16")
 
 _MAIN_EPILOG = """\
 examples:
@@ -55,11 +58,10 @@ def _progress(msg: str) -> None:
 
 
 def _dtype_arg(text: str) -> str:
-    aliases = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
-    name = aliases.get(text, text)
-    if name not in DTYPE_NAMES:
-        raise argparse.ArgumentTypeError(f"unknown dtype {text!r}; choose one of {', '.join(DTYPE_NAMES)}")
-    return name
+    try:
+        return dtype_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _number_arg(kind: type, minimum: float, *, inclusive: bool):
@@ -87,12 +89,9 @@ _tolerance = _number_arg(float, 0, inclusive=True)  # NaN or a negative bound wo
 
 def _shape_arg(text: str) -> tuple[int, ...]:
     try:
-        shape = tuple(int(d) for d in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad shape {text!r}: expected e.g. 1x3x224x224") from None
-    if not shape or any(d <= 0 for d in shape):
-        raise argparse.ArgumentTypeError(f"bad shape {text!r}: dimensions must be positive")
-    return shape
+        return parse_shape(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _existing_file(text: str | Path) -> Path:
@@ -219,7 +218,7 @@ def cmd_build_engine(args) -> int:
     """Build a TensorRT engine from an ONNX file with the SwishBias plugin loaded."""
     from onnx_path.common import atomic_output, load_model
     from onnx_path.contract import check_swish_nodes
-    from onnx_path.engine import build_engine, parse_shape_spec
+    from onnx_path.engine import build_engine
 
     path = _existing_file(args.input)
     _check_paths({"input": path, "--plugin": args.plugin}, {"-o": args.output})
@@ -311,8 +310,6 @@ def cmd_check(args) -> int:
             baseline_skipped = f"{args.torch_model} could not be exported as a baseline ({first})"
     tolerances = None
     if args.atol is not None or args.rtol is not None:
-        from onnx_path.parity import TOLERANCES
-
         atol, rtol = TOLERANCES[model_dtype]
         tolerances = (args.atol if args.atol is not None else atol, args.rtol if args.rtol is not None else rtol)
     _progress(f"running {', '.join(backends)}{' + TensorRT' if args.engine else ''} against "
@@ -425,9 +422,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", type=_positive_float, default=1.0, help="standard deviation of the random inputs")
     p.add_argument("--seed", type=int, default=0, help="seed for the random inputs (and --torch-model weights)")
     p.add_argument("--atol", type=_tolerance, default=None,
-                   help="absolute tolerance, finite and >= 0 (default: per dtype, onnx_path.parity.TOLERANCES)")
+                   help="absolute tolerance, finite and >= 0 (default: per dtype, torchtrt_swish.dtypes.TOLERANCES)")
     p.add_argument("--rtol", type=_tolerance, default=None,
-                   help="relative tolerance, finite and >= 0 (default: per dtype, onnx_path.parity.TOLERANCES)")
+                   help="relative tolerance, finite and >= 0 (default: per dtype, torchtrt_swish.dtypes.TOLERANCES)")
     p.add_argument("--json", type=Path, default=None, help="write the report as JSON (default: none)")
     p.set_defaults(func=cmd_check)
     return parser

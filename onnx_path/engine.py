@@ -12,13 +12,13 @@ namespace it looked for, and the library that was loaded.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
 import onnx
 
 from torchtrt_swish.plugin import PluginLoadError, load_plugin, plugin_identity, plugin_library_path
+from torchtrt_swish.shapes import DEFAULT_BATCH_RANGE, input_range, parse_shape_spec
 
 from .common import (
     OnnxInputError,
@@ -28,7 +28,6 @@ from .common import (
 )
 
 PRECISIONS = ("fp32", "fp16", "bf16")
-DEFAULT_BATCH_RANGE = (1, 8, 32)
 _HALF_TYPES = {onnx.TensorProto.FLOAT16: "fp16", onnx.TensorProto.BFLOAT16: "bf16"}
 
 __all__ = [
@@ -67,19 +66,6 @@ def import_tensorrt():
 # --------------------------------------------------------------------------------------------- shape profiles
 
 
-def parse_shape_spec(text: str | None) -> dict[str, tuple[int, ...]]:
-    """Parse trtexec-style 'x:1x3x224x224,y:1x10' into {'x': (1, 3, 224, 224), 'y': (1, 10)}."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    if not text:
-        return shapes
-    for item in text.split(","):
-        name, sep, dims = item.strip().rpartition(":")
-        if not sep or not name or not re.fullmatch(r"\d+(x\d+)*", dims):
-            raise ValueError(f"bad shape spec {item!r}: expected NAME:D0xD1x... (e.g. x:1x3x224x224)")
-        shapes[name] = tuple(int(d) for d in dims.split("x"))
-    return shapes
-
-
 def profile_shapes(
     model: onnx.ModelProto,
     min_shapes: Mapping[str, tuple[int, ...]] | None = None,
@@ -98,40 +84,15 @@ def profile_shapes(
     profiles = {}
     for vi in inputs:
         name = vi.name
-        dims = vi.type.tensor_type.shape.dim
-        fixed = [d.dim_value if d.HasField("dim_value") else None for d in dims]
-        if all(d is not None for d in fixed) and not any(name in g for g in given.values()):
+        # A fixed axis as its size, a dynamic one as its name (dim_param, "" when unnamed).
+        dims = [d.dim_value if d.HasField("dim_value") else d.dim_param for d in vi.type.tensor_type.shape.dim]
+        if all(isinstance(d, int) for d in dims) and not any(name in g for g in given.values()):
             continue
-        triple = []
-        for which, idx in (("min", 0), ("opt", 1), ("max", 2)):
-            if name in given[which]:
-                shape = tuple(given[which][name])
-                if len(shape) != len(fixed):
-                    raise EngineBuildError(f"{which} shape {shape} of {name!r} has rank {len(shape)}, "
-                                           f"the input has rank {len(fixed)}")
-                for axis, (want, got) in enumerate(zip(fixed, shape)):
-                    if want is not None and want != got:
-                        raise EngineBuildError(f"{which} shape {shape} of {name!r}: axis {axis} is fixed at {want}")
-            else:
-                shape = []
-                for axis, d in enumerate(fixed):
-                    if d is not None:
-                        shape.append(d)
-                    elif axis == 0:
-                        shape.append(batch_range[idx])
-                    else:
-                        raise EngineBuildError(
-                            f"input {name!r} axis {axis} ({dims[axis].dim_param or 'unnamed'}) is dynamic: give its "
-                            f"range with --min-shapes/--opt-shapes/--max-shapes (e.g. {name}:"
-                            f"{'x'.join(str(v or 1) for v in fixed)})"
-                        )
-                shape = tuple(shape)
-            triple.append(shape)
-        mn, op, mx = triple
-        if not all(a <= b <= c for a, b, c in zip(mn, op, mx)):
-            raise EngineBuildError(f"profile for {name!r} must satisfy min <= opt <= max per axis, "
-                                   f"got {mn}, {op}, {mx}")
-        profiles[name] = (mn, op, mx)
+        try:
+            profiles[name] = input_range(name, dims, {w: g[name] for w, g in given.items() if name in g},
+                                         batch_range=batch_range)
+        except ValueError as exc:
+            raise EngineBuildError(str(exc)) from None
     return profiles
 
 

@@ -23,6 +23,7 @@ import onnx
 import torch
 
 import torchtrt_swish  # noqa: F401  (loads the op so torch.ops.torchtrt_swish.swish exists)
+from torchtrt_swish.dtypes import DTYPES, parse_dtype
 
 from .common import PLUGIN_NAMESPACE, PLUGIN_VERSION, SWISH_DOMAIN, SWISH_OP, flush_denormals, save_model
 
@@ -30,7 +31,6 @@ MIN_OPSET = 11
 DEFAULT_TORCHSCRIPT_OPSET = 17
 # ONNX admits bfloat16 for Conv (and most other ops) from opset 22 on: the default opset of a bfloat16 export.
 BFLOAT16_MIN_OPSET = 22
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 EXPORTERS = ("torchscript", "dynamo")
 
 __all__ = [
@@ -51,18 +51,6 @@ __all__ = [
 
 class ExportError(RuntimeError):
     """The export could not be done as asked (unsupported exporter/opset, failed check)."""
-
-
-def parse_dtype(name: str | torch.dtype) -> torch.dtype:
-    """float32 / float16 / bfloat16 (or the torch dtype itself); anything else is a ValueError naming the choices."""
-    if isinstance(name, torch.dtype):
-        if name not in DTYPES.values():
-            raise ValueError(f"unknown dtype {name}; choose one of {', '.join(DTYPES)}")
-        return name
-    key = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}.get(name, name)
-    if key not in DTYPES:
-        raise ValueError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}")
-    return DTYPES[key]
 
 
 # --------------------------------------------------------------------------------------------- TorchScript exporter

@@ -46,16 +46,11 @@ from polygraphy.common import TensorMetadata
 from polygraphy.comparator import Comparator, CompareFunc
 from polygraphy.logger import G_LOGGER
 
+from torchtrt_swish.dtypes import TOLERANCES
+
 from .common import elem_type_name, flush_denormals, graph_inputs, numpy_dtype_for, write_text_atomic
 from .reference import ReferenceExecutor, numpy_to_torch, ort_session
 
-# (atol, rtol) of a candidate against the float64 reference; a value passes within either bound. float32 leaves
-# room for summation-order differences of long conv chains; the half types allow a few ulps at O(1) magnitudes.
-TOLERANCES: dict[str, tuple[float, float]] = {
-    "float32": (1e-4, 1e-3),
-    "float16": (1e-2, 1e-2),
-    "bfloat16": (6e-2, 3e-2),
-}
 # A candidate output whose max |err| is at most this multiple of its baseline's passes: two roundings of the same
 # network in the same dtype differ by a small factor in their largest error, a wrong model by orders of magnitude.
 BASELINE_FACTOR = 2.0

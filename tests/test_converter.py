@@ -28,7 +28,7 @@ from torch import nn
 
 import torchtrt_swish
 from torchtrt_swish import compile as ttc
-from torchtrt_swish import converter, plugin
+from torchtrt_swish import converter, dtypes, plugin
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = {"02": ROOT / "examples" / "02_torch_compile" / "run.py",
@@ -36,7 +36,6 @@ EXAMPLES = {"02": ROOT / "examples" / "02_torch_compile" / "run.py",
 SKIP_PREFIX = "skipped: Torch-TensorRT/TensorRT not available"  # restated: the test checks the constant too
 # The plugin's field contract as the plugin issue documents it (restated here, not read from the code).
 DOCUMENTED_FIELDS = {"bias": ("float32", 1)}
-TOLERANCE = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (5e-2, 5e-2)}  # atol, rtol
 
 SWISH = torch.ops.torchtrt_swish.swish.default
 
@@ -460,7 +459,7 @@ def _pytorch_swish_nodes(module: nn.Module) -> int:
 
 
 def _assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> None:
-    atol, rtol = TOLERANCE[dtype]
+    atol, rtol = dtypes.tolerance(dtype)
     torch.testing.assert_close(out.float(), ref.float(), atol=atol, rtol=rtol)
 
 

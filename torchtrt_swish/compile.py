@@ -42,15 +42,7 @@ import torch
 
 from . import converter
 from .plugin import plugin_library_path
-
-#: What the examples print (and exit 0) where Torch-TensorRT / TensorRT / a GPU is missing.
-SKIP_PREFIX = "skipped: Torch-TensorRT/TensorRT not available"
-#: Per-dtype (atol, rtol) for TensorRT vs PyTorch outputs: a few ulps of fp32 through conv tactics; fp16/bf16 one
-#: to a few output ulps of values around 1-10 after reordered accumulation.
-TOLERANCE = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (5e-2, 5e-2)}
-
-# {dim: (min, max)} or {dim: (min, opt, max)} per positional input; None (or a missing entry) = static input.
-DynamicShapes = Sequence[Mapping[int, Sequence[int]] | None]
+from .shapes import DynamicShapes, shape_ranges
 
 # Module -> the torch_tensorrt.Input specs it was compiled with, so save() can re-export without being told.
 _COMPILED_INPUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -92,31 +84,6 @@ def _require() -> Any:
 
     converter.get_creator()
     return torch_tensorrt
-
-
-def shape_ranges(shapes: Sequence[Sequence[int]], dynamic_shapes: DynamicShapes | None = None
-                 ) -> list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
-    """(min, opt, max) shape per input; a dynamic dim's opt defaults to the example input's size."""
-    dynamic_shapes = list(dynamic_shapes or [])
-    if len(dynamic_shapes) > len(shapes):
-        raise ValueError(f"dynamic_shapes has {len(dynamic_shapes)} entries for {len(shapes)} inputs")
-    out = []
-    for i, shape in enumerate(shapes):
-        lo, opt, hi = list(shape), list(shape), list(shape)
-        for dim, rng in dict((dynamic_shapes[i] if i < len(dynamic_shapes) else None) or {}).items():
-            if not 0 <= dim < len(shape):
-                raise ValueError(f"input {i}: dynamic dim {dim} out of range for shape {tuple(shape)}")
-            if not isinstance(rng, (tuple, list)) or len(rng) not in (2, 3):
-                raise ValueError(f"input {i} dim {dim}: expected (min, max) or (min, opt, max), got {rng!r}")
-            if len(rng) == 2:
-                rng = (rng[0], shape[dim], rng[1])
-            a, b, c = (int(v) for v in rng)
-            if not a <= b <= c or not a <= shape[dim] <= c:
-                raise ValueError(f"input {i} dim {dim}: need min <= opt <= max with the example size "
-                                 f"{shape[dim]} inside, got {(a, b, c)}")
-            lo[dim], opt[dim], hi[dim] = a, b, c
-        out.append((tuple(lo), tuple(opt), tuple(hi)))
-    return out
 
 
 def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *,

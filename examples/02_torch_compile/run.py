@@ -11,9 +11,10 @@ import torch
 
 import torchtrt_swish as ts
 from torchtrt_swish import compile as ttc
+from torchtrt_swish.dtypes import tolerance
 
-SKIP_PREFIX = ttc.SKIP_PREFIX
-TOLERANCE = ttc.TOLERANCE
+#: What this example prints (and exits 0 with) where Torch-TensorRT / TensorRT / a GPU is missing.
+SKIP_PREFIX = "skipped: Torch-TensorRT/TensorRT not available"
 EfficientBlock = ts.EfficientBlock
 
 
@@ -45,7 +46,7 @@ def main() -> int:
         dtype = case["dtype"]
         model = case["model"].to(device="cuda", dtype=dtype)
         fast = ttc.torch_compile(model, options={"pass_through_build_failures": True, "disable_tf32": True})
-        atol, rtol = TOLERANCE[dtype]
+        atol, rtol = tolerance(dtype)
         for batch in case["batches"]:
             x = case["inputs"][0]
             x = x.new_empty((batch, *x.shape[1:])).normal_().to(device="cuda", dtype=dtype)

@@ -16,9 +16,10 @@ import torch
 
 import torchtrt_swish as ts
 from torchtrt_swish import compile as ttc
+from torchtrt_swish.dtypes import tolerance
 
-SKIP_PREFIX = ttc.SKIP_PREFIX
-TOLERANCE = ttc.TOLERANCE
+#: What this example prints (and exits 0 with) where Torch-TensorRT / TensorRT / a GPU is missing.
+SKIP_PREFIX = "skipped: Torch-TensorRT/TensorRT not available"
 EfficientBlock = ts.EfficientBlock
 
 
@@ -39,7 +40,7 @@ def models() -> list[dict]:
 
 
 def _compare(name: str, model: torch.nn.Module, trt_model: torch.nn.Module, case: dict) -> int:
-    atol, rtol = TOLERANCE[case["dtype"]]
+    atol, rtol = tolerance(case["dtype"])
     failures = 0
     for batch in case["batches"]:
         x = case["inputs"][0]
