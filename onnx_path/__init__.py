@@ -11,7 +11,6 @@ Modules (import what you need; none of them needs TensorRT to import):
 * ``engine`` — ONNX -> TensorRT engine with the plugin library loaded.
 * ``parity`` — Polygraphy comparisons against a float64 PyTorch reference, with a baseline per executor and
   table/JSON reports.
-* ``demo`` — the seed network end to end (``run_seed_demo``), used by example 04 and the README's first command.
 * ``models`` — the torch models the CLI and examples build (seed Net, torchvision models with random weights).
 * ``cli`` — the ``torchtrt-swish`` console script (export, fuse, build-engine, check). It lives here, on top of
   both packages: ``onnx_path`` builds on ``torchtrt_swish``, never the other way round.
