@@ -7,8 +7,8 @@ A node whose op_type is ``SwishBias`` must:
   ``"1"``) and attribute ``plugin_namespace`` (a string; the parser's default is ``""`` and it never reads the
   node's domain, so the attribute must say ``torchtrt_swish``);
 * take ``[x, bias]`` — the plugin's two tensor inputs, bias of x's dtype in a layout the plugin supports (scalar,
-  per-channel, full) — or ``[x]`` with a float attribute ``bias`` (the plugin's ``bias`` field; the surgery writes
-  this form for the original material's scalar bias), never both;
+  per-channel, full; a fixed bias is a constant) — and have no ``bias`` attribute: the plugin has no fields (the
+  surgery turns the original material's attribute bias into a scalar constant input);
 * have one output and an x of float32, float16 or bfloat16.
 
 ``check`` validates every SwishBias node with ``model_problems`` before anything runs; the surgery applies the same
@@ -50,7 +50,7 @@ __all__ = [
 
 # (elem_type or None, shape or None); a shape lists ints for fixed dims and None for dynamic ones.
 ValueType = tuple[int | None, list[int | None] | None]
-_STRING, _FLOAT = onnx.AttributeProto.STRING, onnx.AttributeProto.FLOAT
+_STRING = onnx.AttributeProto.STRING
 
 
 class SwishContractError(OnnxInputError):
@@ -151,25 +151,21 @@ def node_problem(node: onnx.NodeProto, types: Mapping[str, ValueType]) -> str | 
     value = {k: onnx.helper.get_attribute_value(a) for k, a in attrs.items()}
     if (why := identity_problem(value.get("plugin_version"), value.get("plugin_namespace"))) is not None:
         return why
-    bias_attr = attrs.get("bias")
-    if bias_attr is not None and bias_attr.type != _FLOAT:
-        return f"has attribute bias of type {_attr_type(bias_attr)}; the plugin's bias field is a FLOAT"
     inputs = list(node.input)
-    if len(inputs) not in (1, 2) or "" in inputs:
-        return f"has inputs {inputs}; {SWISH_OP} takes [x, bias] (or [x] with a float bias attribute)"
+    if "bias" in attrs:
+        where = f"a bias both as input {inputs[1]!r} and as " if len(inputs) == 2 and inputs[1] else ""
+        return (f"has {where}attribute bias of type {_attr_type(attrs['bias'])}; the plugin has no fields: "
+                f"{SWISH_OP} takes its bias as the second input [x, bias] (onnx_path.surgery.convert_seed_nodes "
+                "converts the original material's attribute form)")
+    if len(inputs) != 2 or "" in inputs:
+        return f"has inputs {inputs}; {SWISH_OP} takes [x, bias]"
     if len(node.output) != 1:
         return f"has {len(node.output)} outputs; {SWISH_OP} has one"
-    if len(inputs) == 2 and bias_attr is not None:
-        return f"has a bias both as input {inputs[1]!r} and as attribute (bias={value['bias']:g}); give one"
-    if len(inputs) == 1 and bias_attr is None:
-        return "has neither a bias input nor a bias attribute"
     x_type = types.get(inputs[0], (None, None))
     if (why := x_dtype_problem(x_type[0])) is not None:
         return f"has an x whose {why}"
-    if len(inputs) == 2:
-        why = bias_problem(x_type, types.get(inputs[1], (None, None)))
-        return None if why is None else f"has an unusable bias input {inputs[1]!r}: {why}"
-    return None
+    why = bias_problem(x_type, types.get(inputs[1], (None, None)))
+    return None if why is None else f"has an unusable bias input {inputs[1]!r}: {why}"
 
 
 def model_problems(model: onnx.ModelProto, *, only: set[str] | None = None) -> list[str]:

@@ -96,15 +96,17 @@ def swish_numpy(x: np.ndarray, bias: np.ndarray | float) -> np.ndarray:
 
 
 class SwishBias(OpRun):
-    """onnx.reference implementation of torchtrt_swish::SwishBias (two-input and one-input/attribute forms)."""
+    """onnx.reference implementation of torchtrt_swish::SwishBias: inputs [x, bias], no bias attribute."""
 
     op_domain = SWISH_DOMAIN
 
     def _run(self, x, bias_tensor=None, bias=None, plugin_version=None, plugin_namespace=None):
         _check_identity(self.onnx_node, plugin_version, plugin_namespace)
-        if bias_tensor is None and bias is None:
-            raise ValueError(f"{SWISH_OP} node {self.onnx_node.name!r} has neither a bias input nor a bias attribute")
-        return (swish_numpy(x, bias_tensor if bias_tensor is not None else bias),)
+        # `bias` is accepted as a keyword only to refuse it by name (onnx.reference passes every node attribute).
+        if bias is not None or bias_tensor is None:
+            raise ValueError(f"{SWISH_OP} node {self.onnx_node.name!r} takes [x, bias] with no bias attribute; got "
+                             f"{'a bias attribute' if bias is not None else 'no bias input'}")
+        return (swish_numpy(x, bias_tensor),)
 
 
 _HALF = ("float16", "bfloat16")
@@ -165,8 +167,8 @@ _ORT_TYPES = {onnx.TensorProto.FLOAT: "Float"}
 _registered_ort_ops: set[str] = set()
 
 
-def _ort_op_type(elem_type: int, with_input: bool) -> str:
-    return f"TorchtrtSwishBias{'' if with_input else 'Attr'}{_ORT_TYPES[elem_type]}"
+def _ort_op_type(elem_type: int) -> str:
+    return f"TorchtrtSwishBias{_ORT_TYPES[elem_type]}"
 
 
 def _register_ort_ops() -> None:
@@ -176,13 +178,8 @@ def _register_ort_ops() -> None:
     from onnxruntime_extensions import PyCustomOpDef, onnx_op
 
     for elem, pydt in {onnx.TensorProto.FLOAT: PyCustomOpDef.dt_float}.items():
-        op_type = _ort_op_type(elem, True)
+        op_type = _ort_op_type(elem)
         onnx_op(op_type=op_type, inputs=[pydt, pydt], outputs=[pydt])(lambda x, b: swish_numpy(x, b))
-        _registered_ort_ops.add(op_type)
-        op_type = _ort_op_type(elem, False)
-        onnx_op(op_type=op_type, inputs=[pydt], outputs=[pydt], attrs={"bias": PyCustomOpDef.dt_float})(
-            lambda x, bias=0.0: swish_numpy(x, bias)
-        )
         _registered_ort_ops.add(op_type)
 
 
@@ -213,13 +210,12 @@ def rewrite_for_ort(model: onnx.ModelProto) -> onnx.ModelProto:
                 f"{SWISH_OP} node {node.name!r}: the ONNX Runtime route supports float32 only, got "
                 f"{onnx.TensorProto.DataType.Name(elem)}; use the 'reference' backend"
             )
-        with_input = len(node.input) > 1 and node.input[1] != ""
+        if len(node.input) != 2 or "" in node.input or "bias" in attrs:
+            raise ValueError(f"{SWISH_OP} node {node.name!r} takes [x, bias] with no bias attribute; got inputs "
+                             f"{list(node.input)}{' and a bias attribute' if 'bias' in attrs else ''}")
         node.domain = ORT_DOMAIN
-        node.op_type = _ort_op_type(elem, with_input)
-        # Only the declared attribute may reach the Python op; the identity was checked above.
-        kept = [a for a in node.attribute if a.name == "bias" and not with_input]
-        del node.attribute[:]
-        node.attribute.extend(kept)
+        node.op_type = _ort_op_type(elem)
+        del node.attribute[:]  # the Python op declares none; the identity was checked above
     if not any(o.domain == ORT_DOMAIN for o in out.opset_import):
         out.opset_import.append(onnx.helper.make_opsetid(ORT_DOMAIN, 1))
     return out

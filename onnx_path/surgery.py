@@ -25,8 +25,9 @@ Passes
     ``info`` is a ``Constant`` (node or initializer) of character codes (uint8/int8/int32/int64) spelling a JSON
     object ``{"name": "Swish", "bias": 3.15}``.
 
-    Either becomes ``SwishBias``: with the bias *tensor* input when the node has one (it must be a constant),
-    otherwise the one-input form with float attribute ``bias`` taken from the info's ``"bias"`` key.
+    Either becomes ``SwishBias`` ``[x, bias]``: the bias *tensor* input when the node has one (it must be a
+    constant), otherwise a scalar constant of x's dtype holding the info's ``"bias"`` (rounded to float32 first, as
+    the original material's float attribute was, then to x's dtype).
 
 ``convert_onnx_swish``
     The standard ONNX ``Swish`` op (opset >= 24, ``y = x * sigmoid(alpha * x)``) with ``alpha == 1`` — TensorRT 11
@@ -55,6 +56,8 @@ from collections.abc import Sequence
 import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
+
+from torchtrt_swish.layout import SCALAR
 
 from .common import (
     PLUGIN_NAMESPACE,
@@ -248,15 +251,10 @@ def _detach(*nodes: gs.Node | None) -> None:
 
 
 @gs.Graph.register()
-def swish_bias(self, x, output, *, bias=None, bias_value=None, name=None):
-    """Add a SwishBias node producing `output` from `x` and a bias tensor (or, one-input form, a float value)."""
+def swish_bias(self, x, bias, output, *, name=None):
+    """Add a SwishBias node producing `output` from `x` and the tensor `bias`."""
     attrs = {"plugin_version": PLUGIN_VERSION, "plugin_namespace": PLUGIN_NAMESPACE}
-    inputs = [x]
-    if bias is not None:
-        inputs.append(bias)
-    else:
-        attrs["bias"] = float(bias_value)
-    node = gs.Node(op=SWISH_OP, name=name, attrs=attrs, inputs=inputs, outputs=[output], domain=SWISH_DOMAIN)
+    node = gs.Node(op=SWISH_OP, name=name, attrs=attrs, inputs=[x, bias], outputs=[output], domain=SWISH_DOMAIN)
     self.nodes.append(node)
     return node
 
@@ -271,12 +269,17 @@ def _bias_refusal(x: gs.Tensor, values: np.ndarray) -> str | None:
     return bias_problem(x_type, bias_type)
 
 
-def _zero_bias(x: gs.Tensor, names: _Names, base: str) -> gs.Constant | None:
+def _constant_bias(x: gs.Tensor, value: float, shape: tuple, names: _Names, base: str) -> gs.Constant | None:
+    """A constant bias of x's dtype filled with float32(value); None when x's dtype is unknown."""
     et = _elem_type(x)
     if et is None:
         return None
+    return gs.Constant(names(f"{base}/bias"), np.full(shape, np.float32(value)).astype(numpy_dtype_for(et)))
+
+
+def _zero_bias(x: gs.Tensor, names: _Names, base: str) -> gs.Constant | None:
     shape = (1,) if x.shape is not None and len(x.shape) >= 1 else ()
-    return gs.Constant(names(f"{base}/bias"), np.zeros(shape, dtype=numpy_dtype_for(et)))
+    return _constant_bias(x, 0.0, shape, names, base)
 
 
 def _foldable_add(graph: gs.Graph, x: gs.Tensor, y: gs.Tensor, names: _Names, base: str):
@@ -309,7 +312,7 @@ def _replace(graph, names, kind, matched, x, y, fold_bias):
     final = add.outputs[0] if add is not None else y
     replaced = [n.name for n in [*matched, add] if n is not None]
     _detach(*matched, add)
-    node = graph.swish_bias(x, final, bias=bias, name=names(f"{base}/SwishBias"))
+    node = graph.swish_bias(x, bias, final, name=names(f"{base}/SwishBias"))
     return Replacement(kind=f"{kind}-add" if add is not None else kind, replaced=replaced, node=node.name,
                        output=final.name, bias=desc, note=note)
 
@@ -424,14 +427,19 @@ def convert_seed_swish(self):
                 refused.append(Refusal(kind, node.name, why))
                 continue
             bias = bias_in if isinstance(bias_in, gs.Constant) else gs.Constant(names(f"{node.name}/bias"), values)
-            kwargs, desc = {"bias": bias}, _describe(values, bias_layout(values.shape, x.shape)[1])
+            desc = _describe(values, bias_layout(values.shape, x.shape)[1])
         elif isinstance(info.get("bias"), (int, float)) and not isinstance(info.get("bias"), bool):
-            kwargs, desc = {"bias_value": float(info["bias"])}, f"{float(info['bias']):g} (attribute)"
+            bias = _constant_bias(x, float(info["bias"]), (), names, node.name or kind)
+            if bias is None:
+                refused.append(Refusal(kind, node.name, "x's dtype is unknown (run shape inference first), so the "
+                                                        "bias constant's dtype cannot be chosen"))
+                continue
+            desc = _describe(bias.values, SCALAR)
         else:
             refused.append(Refusal(kind, node.name, "no bias: neither a bias input nor a numeric 'bias' in info"))
             continue
         _detach(node)
-        new = self.swish_bias(x, y, name=names(f"{node.name or kind}/SwishBias"), **kwargs)
+        new = self.swish_bias(x, bias, y, name=names(f"{node.name or kind}/SwishBias"))
         done.append(Replacement(kind=kind, replaced=[node.name], node=new.name, output=y.name, bias=desc))
     return done, refused
 

@@ -2,7 +2,7 @@
 
 CPU layer (everywhere): the converter module imports without Torch-TensorRT and register() is harmless; the
 capability validator's decisions on FX nodes from torch.export (dtype, bias layout, dynamic batch); the bias layout
-twin agrees with the C++ classifyBias(); the field collection against the plugin's field contract; the converter's
+twin agrees with the C++ classifyBias(); the empty field collection (the plugin has no fields); the converter's
 TensorRT calls against a recording stand-in; every example's exported program has the expected swish nodes; the
 examples print their skip message.
 
@@ -35,7 +35,7 @@ EXAMPLES = {"02": ROOT / "examples" / "02_torch_compile" / "run.py",
             "03": ROOT / "examples" / "03_torch_tensorrt_aot" / "run.py"}
 SKIP_PREFIX = "skipped: Torch-TensorRT/TensorRT not available"  # restated: the test checks the constant too
 # The plugin's field contract as the plugin issue documents it (restated here, not read from the code).
-DOCUMENTED_FIELDS = {"bias": ("float32", 1)}
+DOCUMENTED_FIELDS = {}  # none: inputs [x, bias], a fixed bias is a constant tensor
 
 SWISH = torch.ops.torchtrt_swish.swish.default
 
@@ -226,12 +226,10 @@ def test_load_plugin_reports_a_library_the_registry_refuses(monkeypatch, tmp_pat
         plugin.load_plugin(types.SimpleNamespace(get_plugin_registry=lambda: rec.registry), lib)
 
 
-def test_field_collection_matches_the_plugin_field_contract():
-    # Two-input form: bias travels as a tensor, so the one-input form's `bias` field must not be sent as well.
-    assert converter.plugin_fields() == ()
-    # Every field the plugin declares has a TensorRT field type the converter can build.
-    for dtype, _length in plugin.PLUGIN_FIELDS.values():
-        assert dtype in converter._FIELD_TYPES, f"no TensorRT field type for {dtype}"
+def test_no_fields_is_an_empty_collection(monkeypatch):
+    # The plugin has no fields: the converter hands the creator an empty collection, never a bias field.
+    _fake_module(monkeypatch, "tensorrt", PluginFieldCollection=lambda fields: ("collection", list(fields)))
+    assert converter.no_fields() == ("collection", [])
 
 
 def test_plugin_fields_constant_is_the_documented_contract():

@@ -128,15 +128,18 @@ X = np.random.default_rng(0).standard_normal((2, 1, 6, 6)).astype(np.float32) * 
 
 
 @pytest.mark.parametrize("fn", [Seed000Swish, Seed001Swish])
-def test_seed_float_bias_becomes_one_input_swish(fn):
+def test_seed_float_bias_becomes_a_scalar_constant_input(fn):
     module = SeedNet(fn, bias=3.15)
     model = export_torchscript(module, torch.randn(1, 1, 6, 6))
     converted, report = convert_seed_nodes(model)
     (node,) = swish_nodes(converted)
-    assert len(node.input) == 1
     attrs = attrs_of(node)
-    assert attrs["plugin_version"] == b"1" and attrs["plugin_namespace"] == b"torchtrt_swish"
-    assert attrs["bias"] == pytest.approx(3.15)
+    assert attrs == {"plugin_version": b"1", "plugin_namespace": b"torchtrt_swish"}  # no bias attribute
+    assert len(node.input) == 2
+    (init,) = [t for t in converted.graph.initializer if t.name == node.input[1]]
+    bias = onnx.numpy_helper.to_array(init)
+    assert bias.shape == () and bias.dtype == np.float32 and bias == np.float32(3.15)  # x's dtype, scalar
+    assert report.replaced[0].bias == "3.15 (scalar)"
     kind = "original-torchscript" if fn is Seed000Swish else "original-ort-contrib"
     assert [r.kind for r in report.replaced] == [kind]
     assert not any(n.domain in ("custom", "ai.onnx.contrib") for n in converted.graph.node)
@@ -481,7 +484,9 @@ def test_surgery_validates_what_it_emits_against_the_contract(monkeypatch):
 @pytest.mark.parametrize(
     ("inputs", "attrs", "bias", "ok"),
     [(["x", "b"], {}, np.zeros((3, 1, 1), np.float32), True),       # per-channel on dim 1
-     (["x"], {"bias": 0.5}, None, True),                              # the one-input form the surgery writes
+     (["x"], {"bias": 0.5}, None, False),                             # the former one-input form: no fields
+     (["x", "b"], {"bias": 0.5}, np.zeros((), np.float32), False),   # a bias attribute beside the input
+     (["x"], {}, None, False),                                        # no bias at all
      (["x", "b"], {}, np.zeros((3, 4, 5), np.float32), False),       # block: not a layout the plugin takes
      (["x", "b"], {}, np.zeros((1,), np.float16), False)],           # dtype differs from x's
 )
@@ -495,5 +500,9 @@ def test_contract_accepts_the_plugin_forms_and_nothing_else(inputs, attrs, bias,
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid(SWISH_DOMAIN, 1)])
     problems = model_problems(model)
     assert (problems == []) is ok, problems
-    if not ok:
+    if not ok and "bias" in attrs:
+        assert "attribute bias of type FLOAT; the plugin has no fields" in problems[0], problems
+    elif not ok and inputs == ["x"]:
+        assert problems[0] == "SwishBias node 'sb' has inputs ['x']; SwishBias takes [x, bias]"
+    elif not ok:
         assert problems[0].startswith("SwishBias node 'sb' has an unusable bias input 'b'")

@@ -33,19 +33,6 @@ _LOGGER = logging.getLogger("torch_tensorrt.dynamo.conversion.torchtrt_swish")
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
-# Field dtype names used by plugin.PLUGIN_FIELDS -> (numpy dtype name, trt.PluginFieldType member name).
-_FIELD_TYPES = {
-    "float32": ("float32", "FLOAT32"),
-    "float16": ("float16", "FLOAT16"),
-    "float64": ("float64", "FLOAT64"),
-    "int8": ("int8", "INT8"),
-    "int16": ("int16", "INT16"),
-    "int32": ("int32", "INT32"),
-    "int64": ("int64", "INT64"),
-    "char": ("int8", "CHAR"),
-}
-
-
 def swish_op() -> Any:
     """The OpOverload the converter is registered for: torch.ops.torchtrt_swish.swish.default."""
     return torch.ops.torchtrt_swish.swish.default
@@ -161,30 +148,15 @@ def capability_validator(node: torch.fx.Node, settings: Any = None, *, creator_c
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Plugin fields, creator, layer.
+# Creator, layer.
 # --------------------------------------------------------------------------------------------------------------
 
 
-def plugin_fields() -> tuple[tuple[str, str, tuple], ...]:
-    """The (name, dtype, values) fields the converter hands the creator: none.
-
-    The converter uses the two-input form [x, bias], where bias is a TensorRT tensor (it may be a constant, a
-    refittable weight or a runtime input). The plugin's only field, ``bias``, feeds the one-input form; sending it
-    as well would give the plugin two sources of truth for the same value.
-    """
-    return ()
-
-
-def field_collection(fields: Sequence[tuple[str, str, Sequence[Any]]]) -> Any:
-    """Build a trt.PluginFieldCollection from (name, dtype, values) specs (needs tensorrt)."""
-    import numpy as np
+def no_fields() -> Any:
+    """The empty trt.PluginFieldCollection the creator takes: the plugin has no fields (bias is its second input)."""
     import tensorrt as trt
 
-    pf = []
-    for name, dtype, values in fields:
-        np_dtype, trt_type = _FIELD_TYPES[dtype]
-        pf.append(trt.PluginField(name, np.asarray(values, dtype=np_dtype), getattr(trt.PluginFieldType, trt_type)))
-    return trt.PluginFieldCollection(pf)
+    return trt.PluginFieldCollection([])
 
 
 def get_creator() -> Any:
@@ -208,7 +180,7 @@ def add_swish_plugin(ctx: Any, x: Any, bias: Any, name: str) -> Any:
 
     x_t = get_trt_tensor(ctx, x, f"{name}_x")
     b_t = get_trt_tensor(ctx, bias, f"{name}_bias")  # frozen parameter -> IConstantLayer; ITensor passes through
-    plugin = get_creator().create_plugin(name, field_collection(plugin_fields()), trt.TensorRTPhase.BUILD)
+    plugin = get_creator().create_plugin(name, no_fields(), trt.TensorRTPhase.BUILD)
     if plugin is None:
         raise RuntimeError(f"{PLUGIN_NAME}: the creator returned no plugin for node {name} (see the TensorRT log)")
     layer = ctx.net.add_plugin_v3([x_t, b_t], [], plugin)

@@ -13,11 +13,11 @@ PLUGIN_VERSION = "1"
 PLUGIN_NAMESPACE = "torchtrt_swish"
 LIBRARY_NAME = "libtorchtrt_swish_plugin.so"
 
-# The creator's field contract, shared by the converter and the tests: name -> (dtype, length).
-# ``bias`` is a PluginFieldType.kFLOAT32 field of length 1, optional (default 0.0), read only by the one-input form
-# (inputs [x]); with two inputs [x, bias] the bias tensor is used and the field ignored. createPlugin rejects unknown
-# names, other types or lengths and null data (returns nullptr and logs); getFieldsToSerialize returns exactly this.
-PLUGIN_FIELDS = {"bias": ("float32", 1)}
+# The creator's field contract, shared by the converter and the tests: name -> (dtype, length). Empty: the plugin's
+# inputs are [x, bias] (a fixed bias is a constant tensor), so getFieldNames and getFieldsToSerialize return no
+# fields, and createPlugin ignores any it is given (logging a warning naming each), as TensorRT's field-less
+# creators do.
+PLUGIN_FIELDS: dict[str, tuple[str, int]] = {}
 
 # The Python modules of TensorRT's runtimes, in order of preference (as the cu13 wheels name them): the full TensorRT
 # (`tensorrt`, the frontend over tensorrt-cu13-bindings' `tensorrt_bindings`), the lean runtime

@@ -1,6 +1,5 @@
 #include "swish_creator.h"
 
-#include <cstring>
 #include <new>
 #include <string>
 
@@ -11,66 +10,31 @@ namespace torchtrt_swish {
 namespace plugin {
 namespace {
 
-//! Parse a field collection into the field bias; "" on success, else why it is rejected.
-std::string parseFields(nvinfer1::PluginFieldCollection const* fc, float& bias)
+//! Warn about every field in fc: SwishBias has none, so they change nothing (TensorRT's field-less creators ignore
+//! their collection; the warning names what a caller expected to matter, e.g. a former scalar `bias` field).
+void warnAboutFields(std::string const& layer, nvinfer1::PluginFieldCollection const* fc)
 {
-    bias = 0.0F; // the field is optional
-    if (fc == nullptr)
+    if (fc == nullptr || fc->nbFields == 0)
     {
-        return {}; // no collection means no fields: every field has a default
+        return;
     }
-    if (fc->nbFields < 0)
+    if (fc->nbFields < 0 || fc->fields == nullptr)
     {
-        return "negative field count " + std::to_string(fc->nbFields);
+        logMessage(Severity::kWARNING, "createPlugin",
+            layer + ": ignoring a malformed field collection (" + std::to_string(fc->nbFields)
+                + " fields, array " + (fc->fields == nullptr ? "null" : "set") + "); SwishBias has no fields");
+        return;
     }
-    if (fc->nbFields > 0 && fc->fields == nullptr)
-    {
-        return std::to_string(fc->nbFields) + " fields announced but the field array is null";
-    }
-    bool seenBias = false;
     for (int32_t i = 0; i < fc->nbFields; ++i)
     {
-        nvinfer1::PluginField const& f = fc->fields[i];
-        if (f.name == nullptr)
-        {
-            return "field " + std::to_string(i) + " has no name";
-        }
-        if (std::strcmp(f.name, kFIELD_BIAS) != 0)
-        {
-            return "unknown field '" + std::string(f.name) + "' (known fields: '" + kFIELD_BIAS + "')";
-        }
-        if (seenBias)
-        {
-            return "field 'bias' given more than once";
-        }
-        seenBias = true;
-        if (f.type != nvinfer1::PluginFieldType::kFLOAT32)
-        {
-            return "field 'bias' must have type kFLOAT32, got PluginFieldType "
-                + std::to_string(static_cast<int32_t>(f.type));
-        }
-        if (f.length != 1)
-        {
-            return "field 'bias' must have length 1, got " + std::to_string(f.length);
-        }
-        if (f.data == nullptr)
-        {
-            return "field 'bias' has no data";
-        }
-        std::memcpy(&bias, f.data, sizeof(float)); // no alignment assumption about the caller's buffer
+        char const* name = fc->fields[i].name;
+        logMessage(Severity::kWARNING, "createPlugin",
+            layer + ": ignoring field '" + (name != nullptr ? std::string(name) : std::string("<no name>"))
+                + "': SwishBias has no fields (its bias is the second input tensor)");
     }
-    return {};
 }
 
 } // namespace
-
-SwishBiasCreator::SwishBiasCreator() noexcept
-{
-    // Advertised with null data: this describes the field, it is not a value.
-    mFieldNames[0] = nvinfer1::PluginField(kFIELD_BIAS, nullptr, nvinfer1::PluginFieldType::kFLOAT32, 1);
-    mFieldCollection.nbFields = 1;
-    mFieldCollection.fields = mFieldNames;
-}
 
 nvinfer1::IPluginV3* SwishBiasCreator::createPlugin(
     nvinfer1::AsciiChar const* name, nvinfer1::PluginFieldCollection const* fc, nvinfer1::TensorRTPhase phase) noexcept
@@ -85,20 +49,14 @@ nvinfer1::IPluginV3* SwishBiasCreator::createPlugin(
                     layer + ": unknown TensorRTPhase " + std::to_string(static_cast<int32_t>(phase)));
                 return nullptr;
             }
-            float bias = 0.0F;
-            std::string const why = parseFields(fc, bias);
-            if (!why.empty())
-            {
-                logMessage(Severity::kERROR, "createPlugin", layer + ": " + why);
-                return nullptr;
-            }
-            return new SwishBiasPlugin(bias);
+            warnAboutFields(layer, fc);
+            return new SwishBiasPlugin();
         });
 }
 
 nvinfer1::PluginFieldCollection const* SwishBiasCreator::getFieldNames() noexcept
 {
-    return &mFieldCollection; // built in the constructor: nothing here can throw
+    return &mNoFields; // the plugin has no fields; nothing here can throw
 }
 
 nvinfer1::AsciiChar const* SwishBiasCreator::getPluginName() const noexcept
@@ -120,7 +78,7 @@ SwishBiasCreator& creatorInstance() noexcept
 {
     // Placement-new into static storage: constructed on first use, never destroyed, so a registry that still
     // holds the pointer while the process exits never sees a destroyed object. The constructor cannot throw
-    // (it only fills two plain structs).
+    // (it has only a plain struct).
     alignas(SwishBiasCreator) static unsigned char storage[sizeof(SwishBiasCreator)];
     static SwishBiasCreator* const instance = new (storage) SwishBiasCreator();
     return *instance;

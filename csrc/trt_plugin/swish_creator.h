@@ -1,4 +1,4 @@
-// The SwishBias creator: field contract, and plugin construction for TensorRT's build and runtime phases.
+// The SwishBias creator: no fields, and plugin construction for TensorRT's build and runtime phases.
 #pragma once
 
 #include <NvInferRuntime.h>
@@ -9,7 +9,7 @@ namespace plugin {
 class SwishBiasCreator : public nvinfer1::IPluginCreatorV3One
 {
 public:
-    SwishBiasCreator() noexcept;
+    SwishBiasCreator() noexcept = default;
     SwishBiasCreator(SwishBiasCreator const&) = delete;
     SwishBiasCreator& operator=(SwishBiasCreator const&) = delete;
     ~SwishBiasCreator() override = default;
@@ -23,8 +23,7 @@ public:
     nvinfer1::AsciiChar const* getPluginNamespace() const noexcept override;
 
 private:
-    nvinfer1::PluginField mFieldNames[1];
-    nvinfer1::PluginFieldCollection mFieldCollection{};
+    nvinfer1::PluginFieldCollection mNoFields{0, nullptr}; //!< what getFieldNames returns
 };
 
 //! The library's single creator. Intentionally never destroyed: a registry may still point at it during exit.

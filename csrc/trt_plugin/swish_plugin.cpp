@@ -1,12 +1,9 @@
 #include "swish_plugin.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstddef>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -66,9 +63,9 @@ bool sameDims(Dims const& a, Dims const& b) noexcept
 //! "" when the plugin can have this many inputs/outputs, else why not.
 std::string checkCounts(int32_t nbInputs, int32_t nbOutputs)
 {
-    if (nbInputs != 1 && nbInputs != 2)
+    if (nbInputs != kNB_INPUTS)
     {
-        return "expected 1 input (x, bias from the field) or 2 inputs (x, bias), got " + std::to_string(nbInputs);
+        return "expected 2 inputs (x, bias), got " + std::to_string(nbInputs);
     }
     if (nbOutputs != 1)
     {
@@ -291,21 +288,16 @@ std::string makePlan(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvi
         numel *= e;
     }
     LaunchPlan p;
-    p.nbInputs = nbInputs;
     p.type = x.type;
     p.xDims = x.dims;
     p.numel = numel;
-    p.spec = BiasSpec{1, 1};
-    if (nbInputs == 2)
+    p.biasDims = in[1].dims;
+    BiasClass const c = classifyBias(x.dims.d, x.dims.nbDims, in[1].dims.d, in[1].dims.nbDims);
+    if (!acceptedKind(c))
     {
-        p.biasDims = in[1].dims;
-        BiasClass const c = classifyBias(x.dims.d, x.dims.nbDims, in[1].dims.d, in[1].dims.nbDims);
-        if (!acceptedKind(c))
-        {
-            return rejection(c, x.dims.d, x.dims.nbDims, in[1].dims.d, in[1].dims.nbDims);
-        }
-        p.spec = c.spec;
+        return rejection(c, x.dims.d, x.dims.nbDims, in[1].dims.d, in[1].dims.nbDims);
     }
+    p.spec = c.spec;
     p.valid = true;
     plan = p;
     return {};
@@ -315,9 +307,9 @@ bool planMatches(LaunchPlan const& p, nvinfer1::PluginTensorDesc const* in, nvin
     noexcept
 {
     return p.valid && in[0].type == p.type && out[0].type == p.type && sameDims(in[0].dims, p.xDims)
-        && sameDims(out[0].dims, p.xDims) && (p.nbInputs == 1 || (in[1].type == p.type && sameDims(in[1].dims, p.biasDims)))
+        && sameDims(out[0].dims, p.xDims) && in[1].type == p.type && sameDims(in[1].dims, p.biasDims)
         && in[0].format == TensorFormat::kLINEAR && out[0].format == TensorFormat::kLINEAR
-        && (p.nbInputs == 1 || in[1].format == TensorFormat::kLINEAR);
+        && in[1].format == TensorFormat::kLINEAR;
 }
 
 std::string cudaErrorText(cudaError_t e)
@@ -325,67 +317,7 @@ std::string cudaErrorText(cudaError_t e)
     return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
 }
 
-DeviceBiasImage encodeBias(float v) noexcept
-{
-    DeviceBiasImage img{};
-    img.f32 = v;
-    // CUDA's host-side round-to-nearest-even conversions: the same rounding torch uses for float -> half/bfloat16.
-    __half const h = __float2half_rn(v);
-    __nv_bfloat16 const b = __float2bfloat16_rn(v);
-    std::memcpy(&img.f16, &h, sizeof(img.f16));
-    std::memcpy(&img.bf16, &b, sizeof(img.bf16));
-    return img;
-}
-
-//! Allows cudaMalloc/stream calls on this thread while some stream may be capturing a CUDA graph.
-class RelaxedCaptureScope
-{
-public:
-    RelaxedCaptureScope() noexcept
-    {
-        mOk = cudaThreadExchangeStreamCaptureMode(&mMode) == cudaSuccess;
-        if (!mOk)
-        {
-            (void) cudaGetLastError(); // do not leave this failure for the next launch to report
-        }
-    }
-    ~RelaxedCaptureScope()
-    {
-        if (mOk)
-        {
-            cudaThreadExchangeStreamCaptureMode(&mMode);
-        }
-    }
-    RelaxedCaptureScope(RelaxedCaptureScope const&) = delete;
-    RelaxedCaptureScope& operator=(RelaxedCaptureScope const&) = delete;
-
-private:
-    cudaStreamCaptureMode mMode{cudaStreamCaptureModeRelaxed};
-    bool mOk{false};
-};
-
 } // namespace
-
-SwishBiasPlugin::SwishBiasPlugin(float fieldBias)
-    : mFieldBias(fieldBias)
-{
-    // Points into this object, which is why the plugin is never copied, only re-created by clone().
-    mSerialField = nvinfer1::PluginField(kFIELD_BIAS, &mFieldBias, nvinfer1::PluginFieldType::kFLOAT32, 1);
-    mSerialFields.nbFields = 1;
-    mSerialFields.fields = &mSerialField;
-}
-
-SwishBiasPlugin::~SwishBiasPlugin()
-{
-    if (mDeviceBias != nullptr)
-    {
-        // Errors are ignored on purpose: at process exit the CUDA context may already be gone. Clear them so a
-        // later launch on this thread does not report them as its own.
-        cudaFree(mDeviceBias);
-        (void) cudaGetLastError();
-        mDeviceBias = nullptr;
-    }
-}
 
 void SwishBiasPlugin::reportRuntimeError(char const* where, ErrorCode code, std::string const& msg) const noexcept
 {
@@ -404,64 +336,6 @@ void SwishBiasPlugin::reportRuntimeError(char const* where, ErrorCode code, std:
         catch (...)
         {
         }
-    }
-}
-
-void const* SwishBiasPlugin::deviceFieldBias(DataType type, std::string& error)
-{
-    std::lock_guard<std::mutex> const lock(mDeviceBiasMutex);
-    int32_t device = -1;
-    cudaError_t e = cudaGetDevice(&device);
-    if (e != cudaSuccess)
-    {
-        error = "cudaGetDevice failed: " + cudaErrorText(e);
-        return nullptr;
-    }
-    if (mDeviceBias == nullptr)
-    {
-        // Once per plugin object, on first use. Relaxed capture mode keeps a first enqueue inside a CUDA graph
-        // capture legal; the copy uses a private non-blocking stream so it neither joins nor disturbs the caller's.
-        RelaxedCaptureScope const relaxed;
-        DeviceBiasImage const img = encodeBias(mFieldBias);
-        void* mem = nullptr;
-        e = cudaMalloc(&mem, sizeof(DeviceBiasImage));
-        if (e != cudaSuccess)
-        {
-            error = "cudaMalloc of the bias buffer failed: " + cudaErrorText(e);
-            return nullptr;
-        }
-        cudaStream_t copyStream = nullptr;
-        e = cudaStreamCreateWithFlags(&copyStream, cudaStreamNonBlocking);
-        if (e == cudaSuccess)
-        {
-            e = cudaMemcpyAsync(mem, &img, sizeof(img), cudaMemcpyHostToDevice, copyStream);
-            cudaError_t const s = cudaStreamSynchronize(copyStream);
-            e = e != cudaSuccess ? e : s;
-            cudaStreamDestroy(copyStream);
-            (void) cudaGetLastError(); // a failed destroy must not surface as the next launch's error
-        }
-        if (e != cudaSuccess)
-        {
-            cudaFree(mem);
-            error = "copying the bias to the device failed: " + cudaErrorText(e);
-            return nullptr;
-        }
-        mDeviceBias = static_cast<DeviceBiasImage*>(mem);
-        mDeviceBiasDevice = device;
-    }
-    else if (device != mDeviceBiasDevice)
-    {
-        error = "plugin used on device " + std::to_string(device) + " but its bias lives on device "
-            + std::to_string(mDeviceBiasDevice) + "; use one plugin object per device";
-        return nullptr;
-    }
-    // Byte offsets, not member access: mDeviceBias points to device memory.
-    auto const* base = reinterpret_cast<unsigned char const*>(mDeviceBias);
-    switch (type)
-    {
-    case DataType::kHALF: return base + offsetof(DeviceBiasImage, f16);
-    case DataType::kBF16: return base + offsetof(DeviceBiasImage, bf16);
-    default: return base + offsetof(DeviceBiasImage, f32);
     }
 }
 
@@ -541,8 +415,8 @@ nvinfer1::IPluginV3* SwishBiasPlugin::clone() noexcept
     return guarded<nvinfer1::IPluginV3*>("clone", nullptr,
         [&]
         {
-            // Configuration only: the clone allocates its own device bias and is attached to no context.
-            auto* p = new SwishBiasPlugin(mFieldBias);
+            // Configuration only: the clone is attached to no context.
+            auto* p = new SwishBiasPlugin();
             p->mPlan = mPlan;
             return p;
         });
@@ -608,7 +482,7 @@ int32_t SwishBiasPlugin::configurePlugin(nvinfer1::DynamicPluginTensorDesc const
                 why = "output rank " + std::to_string(out[0].desc.dims.nbDims) + " differs from x rank "
                     + std::to_string(in[0].desc.dims.nbDims);
             }
-            if (why.empty() && nbInputs == 2)
+            if (why.empty())
             {
                 LayoutVerdict const v = assessLayout(TensorRanges{in[0].desc.dims, &in[0].min, &in[0].max},
                     TensorRanges{in[1].desc.dims, &in[1].min, &in[1].max});
@@ -701,7 +575,7 @@ int32_t SwishBiasPlugin::getOutputShapes(nvinfer1::DimsExprs const* inputs, int3
                     known[i].d[d] = e->isConstant() ? e->getConstantValue() : -1;
                 }
             }
-            if (why.empty() && nbInputs == 2)
+            if (why.empty())
             {
                 // Reject only what no runtime shape could satisfy; the profile ranges arrive in configurePlugin.
                 LayoutVerdict const v = assessLayout(TensorRanges{known[0]}, TensorRanges{known[1]});
@@ -797,7 +671,7 @@ int32_t SwishBiasPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc,
             if (!mPlan.valid)
             {
                 reportRuntimeError("enqueue", ErrorCode::kINVALID_STATE,
-                    "called before a successful onShapeChange (the number of inputs is not known yet)");
+                    "called before a successful onShapeChange");
                 return 1;
             }
             if (inputDesc == nullptr || outputDesc == nullptr || inputs == nullptr || outputs == nullptr)
@@ -809,7 +683,7 @@ int32_t SwishBiasPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc,
             if (!planMatches(plan, inputDesc, outputDesc))
             {
                 // Shapes changed without onShapeChange: plan afresh rather than index with stale sizes.
-                std::string const why = makePlan(inputDesc, mPlan.nbInputs, outputDesc, 1, plan);
+                std::string const why = makePlan(inputDesc, kNB_INPUTS, outputDesc, 1, plan);
                 if (!why.empty())
                 {
                     reportRuntimeError("enqueue", ErrorCode::kINVALID_ARGUMENT, why);
@@ -822,7 +696,7 @@ int32_t SwishBiasPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc,
             }
             void const* x = inputs[0];
             void* y = outputs[0];
-            if (x == nullptr || y == nullptr || (plan.nbInputs == 2 && inputs[1] == nullptr))
+            if (x == nullptr || y == nullptr || inputs[1] == nullptr)
             {
                 reportRuntimeError("enqueue", ErrorCode::kINVALID_ARGUMENT, "null input or output buffer");
                 return 1;
@@ -836,25 +710,8 @@ int32_t SwishBiasPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc,
                     "cannot switch to the stream's device: " + cudaErrorText(onStreamDevice.error()));
                 return 1;
             }
-            void const* bias = nullptr;
-            if (plan.nbInputs == 2)
-            {
-                bias = inputs[1];
-            }
-            else
-            {
-                std::string error;
-                bias = deviceFieldBias(plan.type, error);
-                if (bias == nullptr)
-                {
-                    // Clear the failed call's error so the next launch's cudaGetLastError() does not report it again.
-                    cudaGetLastError();
-                    reportRuntimeError("enqueue", ErrorCode::kFAILED_ALLOCATION, error);
-                    return 1;
-                }
-            }
             cudaError_t const e
-                = launchSwishForward(toKernelType(plan.type), x, bias, y, plan.numel, plan.spec, stream);
+                = launchSwishForward(toKernelType(plan.type), x, inputs[1], y, plan.numel, plan.spec, stream);
             if (e != cudaSuccess)
             {
                 reportRuntimeError("enqueue", ErrorCode::kFAILED_EXECUTION, "kernel launch failed: " + cudaErrorText(e));
@@ -869,7 +726,7 @@ nvinfer1::IPluginV3* SwishBiasPlugin::attachToContext(nvinfer1::IPluginResourceC
     return guarded<nvinfer1::IPluginV3*>("attachToContext", nullptr,
         [&]
         {
-            auto* p = new SwishBiasPlugin(mFieldBias);
+            auto* p = new SwishBiasPlugin();
             p->mPlan = mPlan;
             p->mErrorRecorder = context != nullptr ? context->getErrorRecorder() : nullptr;
             return p;
@@ -878,8 +735,7 @@ nvinfer1::IPluginV3* SwishBiasPlugin::attachToContext(nvinfer1::IPluginResourceC
 
 nvinfer1::PluginFieldCollection const* SwishBiasPlugin::getFieldsToSerialize() noexcept
 {
-    // Built in the constructor and pointing at mFieldBias: nothing here can throw.
-    return &mSerialFields;
+    return &mNoFields; // the plugin has no fields; nothing here can throw
 }
 
 } // namespace plugin

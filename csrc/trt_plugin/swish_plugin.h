@@ -1,13 +1,12 @@
 // SwishBias: y = x * sigmoid(x) + bias as a TensorRT IPluginV3 around the shared CUDA launcher.
 //
-// Two forms: inputs (x, bias) with bias broadcast by the layouts the kernel indexes directly (scalar, per-channel
-// on dim 1 or the last dim, full), or input x alone with the bias taken from the float field "bias".
+// Inputs (x, bias), bias broadcast by the layouts the kernel indexes directly (scalar, per-channel on dim 1 or the
+// last dim, full); a fixed bias arrives as a constant tensor. The plugin has no fields.
 #pragma once
 
 #include <NvInferRuntime.h>
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "kernels/bias_layout.h"
@@ -19,13 +18,12 @@ namespace plugin {
 constexpr char const* kPLUGIN_NAME = "SwishBias";
 constexpr char const* kPLUGIN_VERSION = "1";
 constexpr char const* kPLUGIN_NAMESPACE = "torchtrt_swish";
-constexpr char const* kFIELD_BIAS = "bias";
+constexpr int32_t kNB_INPUTS = 2; //!< x, bias
 
 //! Everything enqueue needs, derived from concrete tensor descriptions (onShapeChange).
 struct LaunchPlan
 {
     bool valid{false};
-    int32_t nbInputs{0};
     nvinfer1::DataType type{nvinfer1::DataType::kFLOAT};
     nvinfer1::Dims xDims{};
     nvinfer1::Dims biasDims{};
@@ -33,28 +31,16 @@ struct LaunchPlan
     BiasSpec spec{};
 };
 
-//! One bias value in the three encodings the kernel may read, so one device copy serves every dtype.
-struct DeviceBiasImage
-{
-    float f32;
-    uint16_t f16;
-    uint16_t pad0;
-    uint16_t bf16;
-    uint16_t pad1;
-    uint32_t pad2;
-};
-static_assert(sizeof(DeviceBiasImage) == 16, "the device bias image is one 16-byte block");
-
 class SwishBiasPlugin : public nvinfer1::IPluginV3,
                         public nvinfer1::IPluginV3OneCore,
                         public nvinfer1::IPluginV3OneBuild,
                         public nvinfer1::IPluginV3OneRuntime
 {
 public:
-    explicit SwishBiasPlugin(float fieldBias);
+    SwishBiasPlugin() = default;
     SwishBiasPlugin(SwishBiasPlugin const&) = delete;
     SwishBiasPlugin& operator=(SwishBiasPlugin const&) = delete;
-    ~SwishBiasPlugin() override;
+    ~SwishBiasPlugin() override = default;
 
     // IPluginV3
     nvinfer1::IPluginCapability* getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept override;
@@ -91,20 +77,10 @@ private:
     //! Report a runtime failure to the logger and, when attached to a context, to its error recorder.
     void reportRuntimeError(char const* where, nvinfer1::ErrorCode code, std::string const& msg) const noexcept;
 
-    //! Device pointer to the field bias in the encoding of type, allocating the image once; nullptr on failure.
-    void const* deviceFieldBias(nvinfer1::DataType type, std::string& error);
-
-    float mFieldBias{0.0F};
     LaunchPlan mPlan{};
     nvinfer1::IErrorRecorder* mErrorRecorder{nullptr}; // borrowed from the execution context we are attached to
 
-    // The one-input form's bias lives on the device because the kernel reads bias[0] there.
-    std::mutex mDeviceBiasMutex;
-    DeviceBiasImage* mDeviceBias{nullptr};
-    int32_t mDeviceBiasDevice{-1};
-
-    nvinfer1::PluginField mSerialField{};
-    nvinfer1::PluginFieldCollection mSerialFields{};
+    nvinfer1::PluginFieldCollection mNoFields{0, nullptr}; //!< what getFieldsToSerialize returns
 };
 
 } // namespace plugin

@@ -324,7 +324,7 @@ public:
         py::handle phase, bool nullCollection, std::optional<int32_t> nbFieldsOverride);
 
     //! create/clone/attach/delete n times in C++ (fast enough to expose a per-object leak through RSS).
-    int64_t churn(int64_t n, float bias);
+    int64_t churn(int64_t n);
 
 private:
     static std::string str(char const* s)
@@ -764,11 +764,10 @@ std::optional<Plugin> Creator::create(std::optional<std::string> const& name, st
     return Plugin(mLib, p);
 }
 
-int64_t Creator::churn(int64_t n, float bias)
+int64_t Creator::churn(int64_t n)
 {
     IPluginCreatorV3One* c = v3();
-    PluginField f("bias", &bias, PluginFieldType::kFLOAT32, 1);
-    PluginFieldCollection fc{1, &f};
+    PluginFieldCollection fc{0, nullptr};
     HarnessResourceContext ctx(true);
     int64_t ok = 0;
     for (int64_t i = 0; i < n; ++i)
@@ -971,7 +970,7 @@ PYBIND11_MODULE(_trt_harness, m)
         .def("create", &Creator::create, py::arg("name") = "swish", py::arg("fields") = py::none(),
             py::arg("phase") = "build", py::arg("null_collection") = false, py::arg("nb_fields") = py::none(),
             "createPlugin; fields are (name, type, data bytes, length) tuples. None when the plugin refuses.")
-        .def("churn", &Creator::churn, py::arg("n"), py::arg("bias") = 0.5F,
+        .def("churn", &Creator::churn, py::arg("n"),
             "create + clone + attachToContext + delete, n times, in C++.");
 
     py::class_<Library>(m, "Library", "A plugin library opened with dlopen (RTLD_LOCAL).")

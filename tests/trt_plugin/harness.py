@@ -123,22 +123,21 @@ SUPPORTED = ("float32", "float16", "bfloat16")
 
 
 def bias_field(value: float = 0.0, *, name="bias", ftype="float32", length=1, data=...):
-    """One field tuple (name, type, data bytes, length); data defaults to the float32 bytes of value."""
+    """One field tuple (name, type, data bytes, length), by default a float32 `bias` (which the plugin lacks)."""
     if data is ...:
         data = struct.pack("<f", value)
     return (name, ftype, data, length)
 
 
-def make(creator, bias: float | None = None, phase="build"):
-    """A plugin from creator: no fields, or the bias field with value bias."""
-    fields = None if bias is None else [bias_field(bias)]
-    p = creator.create("swish", fields, phase)
+def make(creator, phase="build"):
+    """A plugin from creator, created without fields in phase."""
+    p = creator.create("swish", None, phase)
     assert p is not None
     return p
 
 
 def descs(h, dtype, x, bias=None, out=None, **kw):
-    """(inputs, outputs) TensorDescs for x (and bias) of one dtype; out defaults to x's dims."""
+    """(inputs, outputs) TensorDescs for x (and bias, left out when None) of one dtype; out defaults to x's dims."""
     ins = [h.TensorDesc(dtype, list(x), **kw)]
     if bias is not None:
         ins.append(h.TensorDesc(dtype, list(bias)))

@@ -13,7 +13,7 @@ from trt_plugin.harness import ACCEPTED, SUPPORTED, errors, make
 
 @pytest.mark.parametrize("phase", ["build", "runtime"])
 def test_capability_interfaces(creator, logs, phase):
-    p = make(creator, 0.25, phase)
+    p = make(creator, phase)
     assert p.interface_info == ("PLUGIN", 1, 0)
     assert p.capability("core") == ("PLUGIN_V3ONE_CORE", 1, 0)
     assert p.capability("runtime") == ("PLUGIN_V3ONE_RUNTIME", 1, 0)
@@ -37,11 +37,10 @@ def test_core_identity_and_output_count(creator):
 # ---------------------------------------------------------------------------------------------- getOutputDataTypes
 
 
-@pytest.mark.parametrize("nb_inputs", [1, 2])
 @pytest.mark.parametrize("x_type", ["float32", "float16", "bfloat16", "int8", "int32", "bool", "uint8", "fp8",
                                     "int64", "int4", "fp4", "e8m0"])
-def test_output_data_types(h, creator, logs, nb_inputs, x_type):
-    rc, types = make(creator).output_data_types([x_type] * nb_inputs)
+def test_output_data_types(h, creator, logs, x_type):
+    rc, types = make(creator).output_data_types([x_type] * 2)
     if x_type in SUPPORTED:
         assert (rc, types) == (0, [x_type])
         assert errors(logs) == []
@@ -86,7 +85,7 @@ def _declared(shape, how):
 def test_output_shape_is_x_shape(creator, logs, shape, how):
     x = _declared(shape, how)
     expected = [f"in0.d{i}" if d == -1 else d for i, d in enumerate(x)]
-    for inputs in ([x], [x, [1] * len(shape)], [x, []]):
+    for inputs in ([x, [1] * len(shape)], [x, []]):
         rc, outs, from_builder = make(creator).output_shapes(inputs)
         assert (rc, outs, from_builder) == (0, [expected], True)
     assert errors(logs) == []
@@ -114,7 +113,8 @@ def test_output_shapes_reject_layouts_no_shape_supports(creator, logs, x, bias):
 
 
 @pytest.mark.parametrize("inputs, nb_outputs, nb_shape_inputs", [
-    ([], 1, 0), ([[2, 3]] * 3, 1, 0), ([[2, 3]], 0, 0), ([[2, 3]], 2, 0), ([[2, 3]], 1, 1),
+    ([], 1, 0), ([[2, 3]] * 3, 1, 0), ([[2, 3]], 1, 0), ([[2, 3]] * 2, 0, 0), ([[2, 3]] * 2, 2, 0),
+    ([[2, 3]] * 2, 1, 1),
 ])
 def test_output_shapes_bad_arguments(creator, logs, inputs, nb_outputs, nb_shape_inputs):
     rc, _, _ = make(creator).output_shapes(inputs, nb_outputs, nb_shape_inputs)

@@ -21,10 +21,9 @@ def _expected_support(pos, combo):
     return dtype in SUPPORTED if pos == 0 else dtype == combo[0][0]
 
 
-@pytest.mark.parametrize("nb_inputs", [1, 2])
-def test_supports_format_combination_every_case(h, creator, logs, nb_inputs):
+def test_supports_format_combination_every_case(h, creator, logs):
     """TensorRT's protocol: position by position, earlier positions fixed to supported choices."""
-    p = make(creator)
+    p, nb_inputs = make(creator), 2
     all_pairs = list(itertools.product(h.DATA_TYPES, h.TENSOR_FORMATS))
     n = nb_inputs + 1
     prefixes, checked = [()], 0
@@ -47,10 +46,9 @@ def test_supports_format_combination_every_case(h, creator, logs, nb_inputs):
     assert errors(logs) == []
 
 
-@pytest.mark.parametrize("nb_inputs", [1, 2])
-def test_supports_ignores_positions_after_pos(h, creator, nb_inputs):
+def test_supports_ignores_positions_after_pos(h, creator):
     """The answer for pos depends on inOut[0..pos] only (later entries are garbage in TensorRT's calls)."""
-    p = make(creator)
+    p, nb_inputs = make(creator), 2
     n = nb_inputs + 1
     for pos in range(n):
         for t in SUPPORTED:
@@ -63,7 +61,7 @@ def test_supports_ignores_positions_after_pos(h, creator, nb_inputs):
 
 @pytest.mark.parametrize("pos, nb_inputs, nb_outputs, null", [
     (-1, 2, 1, False), (3, 2, 1, False), (2, 1, 1, False), (0, 0, 1, False), (0, 3, 1, False), (0, 2, 2, False),
-    (0, 2, 0, False), (0, 2, 1, True),
+    (0, 2, 0, False), (0, 2, 1, True), (0, 1, 1, False),  # one input [x]: the plugin takes [x, bias]
 ])
 def test_supports_bad_arguments(h, creator, logs, pos, nb_inputs, nb_outputs, null):
     d = [h.TensorDesc("float32", [2])] * 4
@@ -133,7 +131,7 @@ def test_configure_dynamic_shapes_rejected(h, creator, logs, x, lo, hi, bias, wh
 
 
 @pytest.mark.parametrize("case", ["bias type", "output type", "x int8", "format", "bias format", "out rank",
-                                  "counts 0", "counts 3", "outputs 2", "invalid rank"])
+                                  "counts 0", "counts 1", "counts 3", "outputs 2", "invalid rank"])
 def test_configure_rejects_bad_descriptions(h, creator, logs, case):
     T = h.TensorDesc
     x, b, y = T("float32", [2, 3]), T("float32", [3]), T("float32", [2, 3])
@@ -145,6 +143,7 @@ def test_configure_rejects_bad_descriptions(h, creator, logs, case):
         "bias format": ([x, T("float32", [3], format="hwc")], [y]),
         "out rank": ([x, b], [T("float32", [6])]),
         "counts 0": ([], [y]),
+        "counts 1": ([x], [y]),  # the plugin takes [x, bias]
         "counts 3": ([x, b, b], [y]),
         "outputs 2": ([x, b], [y, y]),
         "invalid rank": ([T("float32", [2, 3], rank=9), b], [y]),
@@ -153,17 +152,8 @@ def test_configure_rejects_bad_descriptions(h, creator, logs, case):
     assert len(errors(logs)) == 1
 
 
-def test_configure_one_input_form(h, creator, logs):
-    p = make(creator, 0.5)
-    for dtype in SUPPORTED:
-        assert p.configure(*descs(h, dtype, [-1, 7])) == 0
-    assert errors(logs) == []
-
-
-@pytest.mark.parametrize("nb_inputs", [1, 2])
-def test_workspace_size_is_zero(h, creator, nb_inputs):
-    bias = [3] if nb_inputs == 2 else None
-    assert make(creator).workspace_size(*descs(h, "float16", [4, 3], bias)) == 0
+def test_workspace_size_is_zero(h, creator):
+    assert make(creator).workspace_size(*descs(h, "float16", [4, 3], [3])) == 0
 
 
 def test_tactics_and_build_defaults(creator):

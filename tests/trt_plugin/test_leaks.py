@@ -31,7 +31,7 @@ def test_create_clone_attach_destroy_churn_does_not_leak(creator, logs):
 def test_python_level_create_destroy_does_not_leak(h, creator):
     def cycle(n):
         for i in range(n):
-            p = make(creator, float(i), "build" if i % 2 else "runtime")
+            p = make(creator, "build" if i % 2 else "runtime")
             q = creator.create("rt", p.fields_to_serialize(), "runtime")
             a = q.attach_to_context(h.ResourceContext())
             for obj in (p, q, a):
@@ -51,7 +51,7 @@ VALGRIND_SCRIPT = textwrap.dedent("""
     (c,) = lib.creators()
     T = h.TensorDesc
     for i in range(50):
-        p = c.create("v", [("bias", "float32", struct.pack("<f", i), 1)], "build")
+        p = c.create("v", None, "build")
         p.output_shapes([["N", 3, 4], [3, 1]]); p.output_data_types(["float16", "float16"])
         [p.supports(k, [T("float16", [2])] * 3, 2) for k in range(3)]
         p.configure([T("float16", [-1, 3, 4]), T("float16", [3, 1])], [T("float16", [-1, 3, 4])])
@@ -61,8 +61,10 @@ VALGRIND_SCRIPT = textwrap.dedent("""
         a.on_shape_change([T("float16", [2, 3, 4]), T("float16", [3, 4])], [T("float16", [2, 3, 4])])
         a.enqueue([T("float16", [4])], [T("float16", [4])], [0], [0])
         k = a.clone()
-        for bad in ([("beta", "float32", b"1234", 1)], [("bias", "int32", b"1234", 1)], [("bias", "float32", None, 1)]):
-            assert c.create("bad", bad, "build") is None
+        for ignored in ([("bias", "float32", struct.pack("<f", i), 1)], [("beta", "int32", b"1234", 1)],
+                        [("bias", "float32", None, 1)]):
+            c.create("ignored", ignored, "build").close()
+        assert c.create("bad", None, 7) is None
         for o in (p, q, a, k):
             o.close()
     c.churn(2000)

@@ -3,8 +3,6 @@ the serialization round trip, and enqueue's error paths (including the CUDA erro
 """
 from __future__ import annotations
 
-import math
-import struct
 
 import pytest
 
@@ -30,19 +28,21 @@ def test_on_shape_change_rejects_other_layouts(h, creator, logs, x, bias, _name)
 
 
 @pytest.mark.parametrize("case", ["unresolved x", "unresolved bias", "output shape", "output type", "bias type",
-                                  "x float64-like", "format", "counts", "overflow"])
+                                  "x float64-like", "format", "counts", "one input", "overflow"])
 def test_on_shape_change_rejects_bad_descriptions(h, creator, logs, case):
     T = h.TensorDesc
     ins, outs = {
         "unresolved x": ([T("float32", [-1, 3]), T("float32", [3])], [T("float32", [-1, 3])]),
         "unresolved bias": ([T("float32", [2, 3]), T("float32", [-1])], [T("float32", [2, 3])]),
         "output shape": ([T("float32", [2, 3]), T("float32", [3])], [T("float32", [3, 2])]),
-        "output type": ([T("float32", [2, 3])], [T("float16", [2, 3])]),
+        "output type": ([T("float32", [2, 3]), T("float32", [1])], [T("float16", [2, 3])]),
         "bias type": ([T("float16", [2, 3]), T("float32", [3])], [T("float16", [2, 3])]),
-        "x float64-like": ([T("int64", [2, 3])], [T("int64", [2, 3])]),
-        "format": ([T("float32", [2, 3], format="hwc8")], [T("float32", [2, 3], format="hwc8")]),
+        "x float64-like": ([T("int64", [2, 3]), T("int64", [1])], [T("int64", [2, 3])]),
+        "format": ([T("float32", [2, 3], format="hwc8"), T("float32", [1], format="hwc8")],
+                   [T("float32", [2, 3], format="hwc8")]),
         "counts": ([], [T("float32", [2, 3])]),
-        "overflow": ([T("float32", [2**40, 2**40])], [T("float32", [2**40, 2**40])]),
+        "one input": ([T("float32", [2, 3])], [T("float32", [2, 3])]),
+        "overflow": ([T("float32", [2**40, 2**40]), T("float32", [1])], [T("float32", [2**40, 2**40])]),
     }[case]
     assert make(creator, phase="runtime").on_shape_change(ins, outs) != 0
     assert len(errors(logs)) == 1
@@ -68,11 +68,10 @@ def _answers(h, p):
 
 
 @pytest.mark.parametrize("phase", ["build", "runtime"])
-@pytest.mark.parametrize("bias", [0.0, 0.75, -2.5, 1e30, math.inf, math.nan])
-def test_serialization_round_trip(h, creator, logs, phase, bias):
-    p = make(creator, bias, phase)
+def test_serialization_round_trip(h, creator, logs, phase):
+    p = make(creator, phase)
     fields = p.fields_to_serialize()
-    assert [f[0] for f in fields] == ["bias"] and fields[0][1:] == ("float32", struct.pack("<f", bias), 1)
+    assert fields == []  # no fields: the bias is the second input
     q = creator.create("deserialized", fields, "runtime")  # what TensorRT does when it deserializes an engine
     assert q is not None
     assert q.fields_to_serialize() == fields
@@ -81,7 +80,7 @@ def test_serialization_round_trip(h, creator, logs, phase, bias):
 
 
 def test_clone_is_independent(h, creator, logs):
-    p = make(creator, 1.25)
+    p = make(creator)
     assert p.on_shape_change(*descs(h, "float32", [2, 3], [3])) == 0
     c = p.clone()
     assert c is not None and c.interface_info == ("PLUGIN", 1, 0)
@@ -96,7 +95,7 @@ def test_clone_is_independent(h, creator, logs):
 @pytest.mark.parametrize("context", ["recorder", "no recorder", "none"])
 def test_attach_to_context_returns_an_independent_runtime_clone(h, creator, logs, context):
     ctx = {"recorder": h.ResourceContext(True), "no recorder": h.ResourceContext(False), "none": None}[context]
-    p = make(creator, -0.5, "runtime")
+    p = make(creator, "runtime")
     a = p.attach_to_context(ctx)
     assert a is not None
     assert a.capability("runtime") == ("PLUGIN_V3ONE_RUNTIME", 1, 0)
@@ -137,13 +136,12 @@ def test_enqueue_with_null_arrays_fails_cleanly(h, creator, logs):
     assert len(errors(logs)) == 1
 
 
-@pytest.mark.parametrize("nb_inputs", [1, 2])
 @pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 0, 7)], ids=str)
-def test_enqueue_empty_tensor_needs_no_buffers(h, creator, logs, nb_inputs, shape):
-    p = make(creator, 1.0)
-    ins, outs = descs(h, "float16", shape, [1] * len(shape) if nb_inputs == 2 else None)
+def test_enqueue_empty_tensor_needs_no_buffers(h, creator, logs, shape):
+    p = make(creator)
+    ins, outs = descs(h, "float16", shape, [1] * len(shape))
     assert p.on_shape_change(ins, outs) == 0
-    assert p.enqueue(ins, outs, [0] * nb_inputs, [0], stream=0) == 0
+    assert p.enqueue(ins, outs, [0, 0], [0], stream=0) == 0
     assert errors(logs) == []
 
 
@@ -175,11 +173,10 @@ def test_enqueue_with_an_invalid_rank_is_refused(h, creator, logs):
 
 
 @pytest.mark.skipif(gpu_available(), reason="checks the CUDA error path of a machine without a GPU")
-@pytest.mark.parametrize("nb_inputs", [1, 2])
-def test_enqueue_without_a_gpu_returns_an_error_and_logs_cuda_text(h, creator, logs, nb_inputs):
-    p = make(creator, 0.5)
-    ins, outs = descs(h, "float32", [8], [8] if nb_inputs == 2 else None)
+def test_enqueue_without_a_gpu_returns_an_error_and_logs_cuda_text(h, creator, logs):
+    p = make(creator)
+    ins, outs = descs(h, "float32", [8], [8])
     assert p.on_shape_change(ins, outs) == 0
-    assert p.enqueue(ins, outs, [4096] * nb_inputs, [8192]) != 0  # never dereferenced: the launch itself fails
+    assert p.enqueue(ins, outs, [4096, 4096], [8192]) != 0  # never dereferenced: the launch itself fails
     errs = errors(logs)
     assert len(errs) == 1 and "cudaError" in errs[0], errs

@@ -35,14 +35,14 @@ REGISTRATION_SCRIPT = textwrap.dedent("""
     elif scenario == "finder_version":
         os.environ["TORCHTRT_SWISH_NO_AUTO_REGISTER"] = "1"
         out["load"] = fake.fake_load_library(plugin.encode())
-        out["refused"] = fake.fake_create_with_unknown_field()
+        out["refused"] = fake.fake_create_in_unknown_phase()
     else:
         ctypes.CDLL(plugin)  # what Polygraphy --plugins does
         out["after_cdll"] = entries()
         if scenario in ("cdll_then_load", "no_auto"):
             out["load"] = fake.fake_load_library(plugin.encode())
         if scenario == "logger":
-            out["refused"] = fake.fake_create_with_unknown_field()
+            out["refused"] = fake.fake_create_in_unknown_phase()
     out["entries"] = entries()
     out["register_calls"] = fake.fake_register_calls()
     out["deregister_calls"] = fake.fake_deregister_calls()
@@ -123,7 +123,7 @@ def test_loggers_of_an_unknown_tensorrt_major_are_not_called(tmp_path):
     assert r["load"] == 1 and r["refused"] == 1 and r["entries"] == [ENTRY]
     assert r["errors_logged"] == 0 and r["warnings_logged"] == 0
     assert "not using the logger finder of TensorRT 120000" in r["stderr"]
-    assert "[torchtrt_swish ERROR] SwishBias: createPlugin: fake: unknown field 'no_such_field'" in r["stderr"]
+    assert "[torchtrt_swish ERROR] SwishBias: createPlugin: fake: unknown TensorRTPhase 7" in r["stderr"]
 
 
 @needs_plugin

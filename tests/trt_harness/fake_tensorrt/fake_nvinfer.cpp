@@ -320,18 +320,15 @@ FAKE_EXPORT int32_t fake_load_library(char const* path)
     return registry().loadLibrary(path) != nullptr ? 1 : 0;
 }
 
-//! Create a plugin through the registered creator with an unknown field; 1 when it was refused (nullptr).
-FAKE_EXPORT int32_t fake_create_with_unknown_field()
+//! Create a plugin through the registered creator in an unknown phase; 1 when it was refused (nullptr).
+FAKE_EXPORT int32_t fake_create_in_unknown_phase()
 {
     IPluginCreatorV3One* c = registry().first();
     if (c == nullptr)
     {
         return -1;
     }
-    float v = 1.0F;
-    PluginField f("no_such_field", &v, PluginFieldType::kFLOAT32, 1);
-    PluginFieldCollection fc{1, &f};
-    IPluginV3* p = c->createPlugin("fake", &fc, TensorRTPhase::kBUILD);
+    IPluginV3* p = c->createPlugin("fake", nullptr, static_cast<TensorRTPhase>(7));
     delete p;
     return p == nullptr ? 1 : 0;
 }
