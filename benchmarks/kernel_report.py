@@ -1,4 +1,4 @@
-"""Resource and SASS report for csrc/kernels/swish_kernel.cu (sm_90): registers, stack, spills, load/store widths.
+"""Resource and SASS report for the kernels of csrc/kernels/*.cu (sm_90): registers, stack, spills, load/store widths.
 
 Needs no GPU: nvcc -Xptxas -v for the resource report and cuobjdump (the toolkit's, or the copy Triton ships) for
 the SASS. Prints a Markdown table; the vectorized kernels (pack width 4 for fp32, 8 for fp16/bf16) must show only
@@ -64,15 +64,20 @@ def main() -> int:
     ap.add_argument("--arch", default="90")
     args = ap.parse_args()
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    ptxas_log, sass = "", ""
     with tempfile.TemporaryDirectory() as tmp:
-        obj = Path(tmp) / "k.o"
-        proc = subprocess.run([nvcc, "-std=c++17", "-O3", "-c", "-Xcompiler", "-fPIC", f"-I{ROOT / 'csrc'}",
-                               "-gencode", f"arch=compute_{args.arch},code=sm_{args.arch}", "-Xptxas", "-v",
-                               str(ROOT / "csrc" / "kernels" / "swish_kernel.cu"), "-o", str(obj)],
-                              capture_output=True, text=True, check=True)
+        for src in sorted((ROOT / "csrc" / "kernels").glob("*.cu")):
+            obj = Path(tmp) / f"{src.stem}.o"
+            proc = subprocess.run([nvcc, "-std=c++17", "-O3", "-c", "-Xcompiler", "-fPIC", f"-I{ROOT / 'csrc'}",
+                                   "-gencode", f"arch=compute_{args.arch},code=sm_{args.arch}", "-Xptxas", "-v",
+                                   str(src), "-o", str(obj)],
+                                  capture_output=True, text=True, check=True)
+            ptxas_log += proc.stderr
+            sass += subprocess.run([cuobjdump(), "--dump-sass", str(obj)], capture_output=True, text=True,
+                                   check=True).stdout
         res: dict[str, dict] = {}
         current = None
-        for line in proc.stderr.splitlines():
+        for line in ptxas_log.splitlines():
             m = re.search(r"Function properties for (\S+)", line)
             if m:
                 current = m.group(1)
@@ -86,8 +91,6 @@ def main() -> int:
             m = re.search(r"Used (\d+) registers", line)
             if m:
                 res[current]["regs"] = int(m.group(1))
-        sass = subprocess.run([cuobjdump(), "--dump-sass", str(obj)], capture_output=True, text=True,
-                              check=True).stdout
     mem: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     fn = None
     for line in sass.splitlines():

@@ -1,0 +1,305 @@
+// Numerics and packing shared by the Swish kernels (csrc/kernels/swish_*.cu): launch constants, the fp32 math
+// with exact division (forward and input gradient), 16-byte packs, division by run-time constants, alignment and
+// grid helpers. Internal to the kernel files: hosts include swish_kernel.h.
+#pragma once
+
+#include "swish_kernel.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+
+namespace torchtrt_swish {
+namespace detail {
+
+constexpr int kTHREADS = 256;
+// Independent 16-byte packs per thread per iteration of the backward kernels: enough bytes in flight to cover HBM
+// latency.
+constexpr int kUNROLL = 4;
+// Forward launch shapes: up to kFWD_SMALL_PACKS packs one pack per thread in 256-thread blocks (the most threads,
+// hence the most loads in flight, for a tensor that cannot fill the chip); above, two packs per thread in 128-thread
+// blocks, which streamed faster at 2^28 elements on the H200 than four packs in 256-thread blocks
+// (docs/performance-notes.md).
+constexpr int64_t kFWD_SMALL_PACKS = int64_t{1} << 18;
+// fp16/bf16 tensors of at most this many 16-byte packs (2^20 elements) go through the small kernel with 8-byte
+// packs instead: twice the threads, each with half the math ahead of its store, which shortens a launch that cannot
+// fill the chip. fp32 has half the elements per byte and lost at every size with narrow packs.
+constexpr int64_t kFWD_HALF_NARROW_PACKS = int64_t{1} << 17;
+// Backward kernels hold two input packs per unrolled step; without a cap bf16 reached 121 registers (two
+// blocks per SM). Three resident blocks (<= 85 registers, no spills) keep more loads in flight.
+constexpr int kMIN_BLOCKS = 3;
+
+// TORCHTRT_SWISH_LEGACY_LAYOUTS=1 selects the layout paths that came before the planes backward and the two-channel
+// forward packs (per-element bias lookup for planes that are not whole packs; the rows kernel for dim-1 planes of
+// >= 512 elements and an unfused backward below), so that one build can be measured both ways. Read once.
+inline bool legacyLayouts()
+{
+    static bool const kLEGACY = [] {
+        char const* v = std::getenv("TORCHTRT_SWISH_LEGACY_LAYOUTS");
+        return v != nullptr && v[0] == '1';
+    }();
+    return kLEGACY;
+}
+
+template <typename T>
+struct Cvt;
+
+template <>
+struct Cvt<float>
+{
+    static __device__ __forceinline__ float toF(float v) { return v; }
+    static __device__ __forceinline__ float fromF(float v) { return v; }
+};
+
+template <>
+struct Cvt<__half>
+{
+    static __device__ __forceinline__ float toF(__half v) { return __half2float(v); }
+    static __device__ __forceinline__ __half fromF(float v) { return __float2half_rn(v); }
+};
+
+template <>
+struct Cvt<__nv_bfloat16>
+{
+    // bf16 is the top half of an fp32: a shift, written out so the compiler can schedule it freely (the header's
+    // inline-asm conversion kept the bf16 kernels at up to 121 registers).
+    static __device__ __forceinline__ float toF(__nv_bfloat16 v)
+    {
+        return __uint_as_float(static_cast<uint32_t>(__bfloat16_as_ushort(v)) << 16);
+    }
+    static __device__ __forceinline__ __nv_bfloat16 fromF(float v) { return __float2bfloat16_rn(v); }
+};
+
+// 1/v with a 1-ulp hardware approximation; subnormal results are kept (no .ftz), 1/inf = 0.
+__device__ __forceinline__ float rcpApprox(float v)
+{
+    float r;
+    asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+}
+
+// 1/v from the hardware estimate (MUFU.RCP) alone; its result is only used where v is a normal number with a normal
+// reciprocal.
+__device__ __forceinline__ float rcpApproxFtz(float v)
+{
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+}
+
+// q[k] = num[k] / den[k] rounded to nearest, bit-identical to __fdiv_rn, for the quotients swish divides: den =
+// 1 + exp(-num) in the forward, num = 1 in the backward (den >= 1 or NaN in both). __fdiv_rn per element compiles
+// to the hardware fast path (reciprocal estimate, one Newton step, one residual correction) behind a range check
+// (FCHK) and a branch to a slow path; each branch is a convergence region, so a pack's divisions ran one after
+// another, which made the fp32 kernels latency-bound at small sizes. Here the same fast path runs for the whole
+// pack with no branch, and one range check per pack sends the pack to __fdiv_rn if any element is outside the
+// range where the fast path is exact. That range needs two compares per element: den <= 2^32 (false for NaN, and
+// in the forward for every x below -22, -inf included) and num <= 2^64 (false for +inf). Tiny |x| needs none:
+// below 2^-32 the denominator is exactly 2, and halving is exact at any magnitude, subnormals included. The
+// residual is taken as den * q0 - num and subtracted, not as num - den * q0 and added: the same rounding (negation
+// is exact), and 0 / den keeps its sign without a select. tests/test_ops.py runs all 2^32 fp32 inputs of both the
+// forward (with a zero and an inexact bias) and the backward against PyTorch's kernels on the GPU.
+template <int kN>
+__device__ __forceinline__ void divRnAll(float const (&num)[kN], float const (&den)[kN], float (&q)[kN])
+{
+    bool fast = true;
+#pragma unroll
+    for (int k = 0; k < kN; ++k)
+    {
+        float const r0 = rcpApproxFtz(den[k]);
+        float const r1 = __fmaf_rn(r0, __fmaf_rn(-den[k], r0, 1.0f), r0);
+        float const q0 = __fmul_rn(num[k], r1);
+        q[k] = __fmaf_rn(-r1, __fmaf_rn(den[k], q0, -num[k]), q0);
+        fast &= den[k] <= 0x1p32f && num[k] <= 0x1p64f;
+    }
+    if (!fast)
+    {
+#pragma unroll
+        for (int k = 0; k < kN; ++k)
+        {
+            q[k] = __fdiv_rn(num[k], den[k]);
+        }
+    }
+}
+
+// r[k] = 1 / d[k] to rcp.approx.f32's 1 ulp, bit-identical to rcpApprox, for d >= 1 or NaN (the half types'
+// swish denominators). rcp.approx.f32 keeps subnormal results, so the compiler wraps each MUFU.RCP in two range
+// compares, two selects and two scalings. Only d > 2^126 has a subnormal reciprocal (x < -87.3, where a bf16 result
+// can still be nonzero), so one compare per element sends such a pack to rcpApprox and every other pack uses the
+// hardware estimate alone, which is the same value there.
+template <int kN>
+__device__ __forceinline__ void rcpAll(float const (&d)[kN], float (&r)[kN])
+{
+    bool normal = true;
+#pragma unroll
+    for (int k = 0; k < kN; ++k)
+    {
+        r[k] = rcpApproxFtz(d[k]);
+        normal &= d[k] <= 0x1p126f; // false for NaN
+    }
+    if (!normal)
+    {
+#pragma unroll
+        for (int k = 0; k < kN; ++k)
+        {
+            r[k] = rcpApprox(d[k]);
+        }
+    }
+}
+
+// In place: v[k] = swish(v[k]) + b[k] for kN elements of one pack.
+// fp32 outputs: PyTorch's silu formula and operation order (x / (1 + exp(-x))), IEEE divide, so results match
+// F.silu(x) + b; the _rn intrinsics keep the compiler from contracting the bias add into an FMA.
+// fp16/bf16 outputs: the same exp, then x * rcp(1 + e) + b in one FMA. Its fp32 error (a few fp32 ulps) is far
+// below half an fp16/bf16 ulp, special values are unchanged (1/inf = 0, -inf * 0 = NaN), and it drops the
+// divide's slow-path check that made the half kernels compute-bound.
+template <typename T, int kN>
+__device__ __forceinline__ void swishBiasAll(float (&v)[kN], float const (&b)[kN])
+{
+    if constexpr (sizeof(T) == 4)
+    {
+        float d[kN];
+#pragma unroll
+        for (int k = 0; k < kN; ++k)
+        {
+            d[k] = __fadd_rn(1.0f, expf(-v[k]));
+        }
+        float q[kN];
+        divRnAll(v, d, q);
+#pragma unroll
+        for (int k = 0; k < kN; ++k)
+        {
+            v[k] = __fadd_rn(q[k], b[k]);
+        }
+    }
+    else
+    {
+        float d[kN];
+#pragma unroll
+        for (int k = 0; k < kN; ++k)
+        {
+            d[k] = 1.0f + expf(-v[k]);
+        }
+        float r[kN];
+        rcpAll(d, r);
+#pragma unroll
+        for (int k = 0; k < kN; ++k)
+        {
+            v[k] = fmaf(v[k], r[k], b[k]);
+        }
+    }
+}
+
+// In place: x[k] becomes dx[k] = g[k] * s * (1 + x * (1 - s)), s = 1 / (1 + exp(-x)): PyTorch's silu_backward
+// (exact reciprocal for fp32, the fast one for half types).
+template <typename T, int kN>
+__device__ __forceinline__ void swishGradAll(float const (&g)[kN], float (&x)[kN])
+{
+    float d[kN];
+    float s[kN];
+#pragma unroll
+    for (int k = 0; k < kN; ++k)
+    {
+        d[k] = __fadd_rn(1.0f, expf(-x[k]));
+    }
+    if constexpr (sizeof(T) == 4)
+    {
+        float one[kN];
+#pragma unroll
+        for (int k = 0; k < kN; ++k)
+        {
+            one[k] = 1.0f;
+        }
+        divRnAll(one, d, s);
+    }
+    else
+    {
+        rcpAll(d, s);
+    }
+#pragma unroll
+    for (int k = 0; k < kN; ++k)
+    {
+        x[k] = g[k] * s[k] * (1.0f + x[k] * (1.0f - s[k]));
+    }
+}
+
+template <typename T, int kVEC>
+struct alignas(sizeof(T) * kVEC) Pack
+{
+    T v[kVEC];
+};
+
+// Division by a run-time constant: multiply-high + shift for 32-bit dividends (Granlund-Montgomery), plain
+// 64-bit division otherwise. Integer division per pack would otherwise cost more than the math it indexes.
+struct FastDiv
+{
+    uint64_t d{1};
+    uint32_t mul{1};
+    uint32_t shift{0};
+
+    static FastDiv make(int64_t divisor)
+    {
+        FastDiv f;
+        f.d = static_cast<uint64_t>(divisor);
+        if (f.d > 0xffffffffULL)
+        {
+            return f; // div() takes the 64-bit path for such divisors
+        }
+        while ((uint64_t{1} << f.shift) < f.d)
+        {
+            ++f.shift;
+        }
+        f.mul = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << f.shift) - f.d)) / f.d + 1);
+        return f;
+    }
+
+    __device__ __forceinline__ uint64_t div(uint64_t n) const
+    {
+        if (n <= 0xffffffffULL && d <= 0xffffffffULL)
+        {
+            auto const n32 = static_cast<uint32_t>(n);
+            return (static_cast<uint64_t>(__umulhi(n32, mul)) + n32) >> shift;
+        }
+        return n / d;
+    }
+
+    // n / d for callers that know n and d fit in 32 bits (block-local offsets).
+    __device__ __forceinline__ uint32_t div32(uint32_t n) const
+    {
+        return static_cast<uint32_t>((static_cast<uint64_t>(__umulhi(n, mul)) + n) >> shift);
+    }
+};
+
+// One pack of T from kVEC floats (round to nearest).
+template <typename T, int kVEC>
+__device__ __forceinline__ Pack<T, kVEC> packFrom(float const (&v)[kVEC])
+{
+    Pack<T, kVEC> out;
+#pragma unroll
+    for (int k = 0; k < kVEC; ++k)
+    {
+        out.v[k] = Cvt<T>::fromF(v[k]);
+    }
+    return out;
+}
+
+inline bool aligned16(void const* p)
+{
+    return (reinterpret_cast<uintptr_t>(p) & 15U) == 0;
+}
+
+// Blocks for a grid of `blocks`, or 0 when that exceeds INT_MAX (more than any GPU's memory could feed): the
+// launchers report 0 as an invalid configuration.
+inline unsigned gridBlocks(int64_t blocks)
+{
+    return blocks > INT_MAX ? 0U : static_cast<unsigned>(blocks);
+}
+
+} // namespace detail
+} // namespace torchtrt_swish
