@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import onnx
 
-from torchtrt_swish.layout import ACCEPTED_LAYOUTS, SCALAR, classify_bias
+from torchtrt_swish.layout import SCALAR, plugin_layout
 
 from .common import (
     PLUGIN_NAMESPACE,
@@ -70,13 +70,8 @@ def bias_layout(bias_shape: Sequence[int], x_shape: Sequence | None) -> tuple[bo
             return True, SCALAR
         return False, f"bias of shape {b} for x of unknown shape cannot be checked against x"
     xs = [int(d) if isinstance(d, (int, np.integer)) else None for d in x_shape]
-    layout, why = classify_bias(xs, b)
-    if layout is None:
-        return False, why
-    if layout not in ACCEPTED_LAYOUTS:
-        return False, (f"bias of shape {b} is broadcast in a layout the plugin does not support "
-                       "(scalar, per-channel, full)")
-    return True, layout
+    layout, why = plugin_layout(xs, b)
+    return (False, why) if layout is None else (True, layout)
 
 
 def _attr_type(attr: onnx.AttributeProto) -> str:

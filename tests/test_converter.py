@@ -560,3 +560,22 @@ def test_tensor_info_marks_symbolic_dims_none():
     node = _swish_node(Act((1,)), torch.randn(4, 8), dynamic_shapes=[{0: (1, 64)}])
     assert converter.tensor_info(node.args[0]) == ((None, 8), torch.float32)
     assert converter.tensor_info(node.args[1]) == ((1,), torch.float32)
+
+
+@pytest.mark.parametrize("x, bias, expected", [
+    ((2, 3, 4, 5), (3, 1, 1), "per-channel (dim 1)"),
+    ((None, 3, 4), (4,), "per-channel (last dim)"),
+    ((2, 3, 4), (3, 4), None),  # block: classified, but not a layout the plugin runs
+    ((2, 3), (4,), None),       # not broadcastable
+])
+def test_plugin_layout_is_the_one_accept_rule_for_converter_and_onnx_contract(x, bias, expected):
+    from onnx_path.contract import bias_layout
+
+    from torchtrt_swish.layout import plugin_layout
+
+    layout, why = plugin_layout(x, bias)
+    assert layout == expected and (why == "") == (expected is not None)
+    # The ONNX contract answers with the same rule (symbolic dims as None) and the same reason.
+    assert bias_layout(bias, [d if d is not None else "N" for d in x]) == ((True, expected) if expected else (False, why))
+    if expected is None and len(bias) < len(x):
+        assert "not one the plugin supports" in why or "does not broadcast" in why

@@ -24,6 +24,7 @@ from .layout import (  # noqa: F401  (re-exported: the converter's layout vocabu
     SCALAR,
     classify_bias,
     format_shape,
+    plugin_layout,
 )
 from .plugin import PLUGIN_NAME, PLUGIN_NAMESPACE, PLUGIN_VERSION, load_plugin
 
@@ -95,13 +96,8 @@ def node_support(node: torch.fx.Node) -> tuple[bool, str]:
         return False, f"bias dtype {b_dtype} differs from x dtype {x_dtype}"
     if any(d is None for d in b_shape):
         return False, f"bias shape {format_shape(b_shape)} is dynamic; the plugin needs a static bias"
-    layout, why = classify_bias(x_shape, b_shape)  # type: ignore[arg-type]
-    if layout is None:
-        return False, why
-    if layout not in ACCEPTED_LAYOUTS:
-        return False, (f"bias layout '{layout}' (bias {format_shape(b_shape)} on x {format_shape(x_shape)}) "
-                       "is not one the plugin supports (scalar, per-channel on dim 1 or last dim, full shape)")
-    return True, layout
+    layout, why = plugin_layout(x_shape, b_shape)  # type: ignore[arg-type]
+    return (False, why) if layout is None else (True, layout)
 
 
 class _ConverterState:

@@ -60,3 +60,14 @@ def classify_bias(x_shape: Sequence[int | None], bias_shape: Sequence[int]) -> t
     if first == last == 1:
         return PER_CHANNEL_DIM1, ""
     return BLOCK, ""
+
+
+def plugin_layout(x_shape: Sequence[int | None], bias_shape: Sequence[int]) -> tuple[str | None, str]:
+    """The plugin's answer for this bias on x: (layout name, "") when it runs it, else (None, reason)."""
+    layout, why = classify_bias(x_shape, bias_shape)
+    if layout is None:
+        return None, why
+    if layout not in ACCEPTED_LAYOUTS:
+        return None, (f"bias layout '{layout}' (bias {format_shape(bias_shape)} on x {format_shape(x_shape)}) is "
+                      "not one the plugin supports (scalar, per-channel on dim 1 or last dim, full shape)")
+    return layout, ""

@@ -8,17 +8,18 @@
 #include <vector>
 
 #include "plugin_logging.h"
+#include "swish_layout.h"
 
 namespace torchtrt_swish {
 namespace plugin {
 namespace {
 
+// ============================================================================ shared checks
+
 using nvinfer1::DataType;
 using nvinfer1::Dims;
 using nvinfer1::ErrorCode;
 using nvinfer1::TensorFormat;
-
-constexpr int64_t kUNBOUNDED = std::numeric_limits<int64_t>::max();
 
 bool isSupportedType(DataType t) noexcept
 {
@@ -39,15 +40,6 @@ std::string typeName(DataType t)
     case DataType::kBF16: return "kBF16";
     default: return "DataType(" + std::to_string(static_cast<int32_t>(t)) + ")";
     }
-}
-
-std::string dimsString(Dims const& d)
-{
-    if (d.nbDims < 0 || d.nbDims > Dims::MAX_DIMS)
-    {
-        return "<invalid rank " + std::to_string(d.nbDims) + ">";
-    }
-    return shapeString(d.d, d.nbDims);
 }
 
 bool validRank(Dims const& d) noexcept
@@ -74,160 +66,36 @@ std::string checkCounts(int32_t nbInputs, int32_t nbOutputs)
     return {};
 }
 
-bool acceptedKind(BiasClass const& c) noexcept
+//! "" when x has a supported type and every tensor (desc(0) .. desc(n - 1): inputs, then outputs) has x's type, the
+//! linear format and a valid rank, else why not. The one statement of these rules for configurePlugin and
+//! onShapeChange/enqueue.
+template <typename Desc>
+std::string checkTensors(int32_t n, Desc const& desc)
 {
-    return c.broadcastable && c.periodic && c.kind != BiasKind::kBLOCK;
-}
-
-std::string rejection(BiasClass const& c, int64_t const* x, int32_t xr, int64_t const* b, int32_t br)
-{
-    if (!c.why.empty() && (!c.broadcastable || !c.periodic))
+    DataType const t = desc(0).type;
+    if (!isSupportedType(t))
     {
-        return c.why;
+        return "x has unsupported type " + typeName(t) + " (supported: kFLOAT, kHALF, kBF16)";
     }
-    return "bias shape " + shapeString(b, br) + " broadcasts to x shape " + shapeString(x, xr)
-        + " as a block layout; SwishBias supports scalar, per-channel (dim 1 or last dim) and full-shape bias";
-}
-
-// ---------------------------------------------------------------- build-time bias layout check (dynamic dims)
-//
-// At build time a dimension may be unknown (-1) within a profile range. Which layout a bias has depends on x's
-// dimensions only through "is it 1" and "does it equal the bias dimension", so trying a 1 and a non-1 value for
-// each unknown dimension (consistently paired with the aligned bias dimension) covers every runtime shape.
-
-struct DimRange
-{
-    int64_t lo;
-    int64_t hi;
-    bool contains(int64_t v) const noexcept { return lo <= v && v <= hi; }
-    bool hasNonOne() const noexcept { return lo < 1 || hi > 1; }
-    //! Some value in range other than 1 (range must have one).
-    int64_t nonOne() const noexcept { return std::max<int64_t>(lo, 2) <= hi ? std::max<int64_t>(lo, 2) : 0; }
-};
-
-DimRange rangeOf(int64_t dim, Dims const* minD, Dims const* maxD, int32_t i) noexcept
-{
-    if (dim >= 0)
+    for (int32_t i = 0; i < n; ++i)
     {
-        return DimRange{dim, dim};
-    }
-    int64_t lo = 0;
-    int64_t hi = kUNBOUNDED;
-    if (minD != nullptr && i < minD->nbDims && minD->d[i] >= 0)
-    {
-        lo = minD->d[i];
-    }
-    if (maxD != nullptr && i < maxD->nbDims && maxD->d[i] >= 0)
-    {
-        hi = std::max(maxD->d[i], lo);
-    }
-    return DimRange{lo, hi};
-}
-
-struct LayoutVerdict
-{
-    bool anyAccepted{false}; //!< some runtime shape in range works
-    bool allAccepted{true};  //!< every broadcastable runtime shape in range works
-    std::string why;         //!< first reason a shape in range is rejected
-};
-
-struct TensorRanges
-{
-    Dims dims{};
-    Dims const* min{nullptr};
-    Dims const* max{nullptr};
-};
-
-LayoutVerdict assessLayout(TensorRanges const& x, TensorRanges const& b)
-{
-    LayoutVerdict v;
-    int32_t const xr = x.dims.nbDims;
-    int32_t const br = b.dims.nbDims;
-    if (br > xr)
-    {
-        v.allAccepted = false;
-        v.why = "bias shape " + dimsString(b.dims) + " has more dimensions than x shape " + dimsString(x.dims)
-            + ", which would change the output shape";
-        return v;
-    }
-    int32_t const off = xr - br;
-    // Candidate (x value, bias value) pairs per x dimension; bias value 1 for leading dims without a bias dim.
-    std::vector<std::vector<std::pair<int64_t, int64_t>>> options(static_cast<size_t>(xr));
-    for (int32_t d = 0; d < xr; ++d)
-    {
-        DimRange const xrng = rangeOf(x.dims.d[d], x.min, x.max, d);
-        DimRange const brng = d >= off ? rangeOf(b.dims.d[d - off], b.min, b.max, d - off) : DimRange{1, 1};
-        auto& opt = options[static_cast<size_t>(d)];
-        if (brng.contains(1))
+        nvinfer1::PluginTensorDesc const& d = desc(i);
+        if (d.type != t)
         {
-            if (xrng.contains(1))
-            {
-                opt.emplace_back(1, 1);
-            }
-            if (xrng.hasNonOne())
-            {
-                opt.emplace_back(xrng.lo == xrng.hi ? xrng.lo : xrng.nonOne(), 1);
-            }
+            return "tensor " + std::to_string(i) + " has type " + typeName(d.type) + ", expected x's type "
+                + typeName(t);
         }
-        if (brng.hasNonOne())
+        if (d.format != TensorFormat::kLINEAR)
         {
-            // A non-1 bias dimension must equal x's: find one common non-1 value.
-            DimRange const both{std::max(xrng.lo, brng.lo), std::min(xrng.hi, brng.hi)};
-            if (both.lo <= both.hi && both.hasNonOne())
-            {
-                int64_t const val = both.lo == both.hi ? both.lo : both.nonOne();
-                opt.emplace_back(val, val);
-            }
+            return "tensor " + std::to_string(i) + " has format " + std::to_string(static_cast<int32_t>(d.format))
+                + ", expected kLINEAR";
         }
-        if (opt.empty())
+        if (!validRank(d.dims))
         {
-            v.allAccepted = false;
-            v.why = "bias shape " + dimsString(b.dims) + " can never broadcast to x shape " + dimsString(x.dims)
-                + " without changing it (x dim " + std::to_string(d) + ")";
-            return v;
+            return "tensor " + std::to_string(i) + " has invalid rank " + std::to_string(d.dims.nbDims);
         }
     }
-    // Odometer over the candidate combinations (at most 3^8).
-    std::vector<size_t> idx(static_cast<size_t>(xr), 0);
-    int64_t xs[Dims::MAX_DIMS] = {};
-    int64_t bs[Dims::MAX_DIMS] = {};
-    while (true)
-    {
-        for (int32_t d = 0; d < xr; ++d)
-        {
-            auto const& p = options[static_cast<size_t>(d)][idx[static_cast<size_t>(d)]];
-            xs[d] = p.first;
-            if (d >= off)
-            {
-                bs[d - off] = p.second;
-            }
-        }
-        BiasClass const c = classifyBias(xs, xr, bs, br);
-        if (acceptedKind(c))
-        {
-            v.anyAccepted = true;
-        }
-        else if (v.allAccepted)
-        {
-            v.allAccepted = false;
-            v.why = rejection(c, xs, xr, bs, br);
-        }
-        int32_t d = xr - 1;
-        for (; d >= 0; --d)
-        {
-            auto& i = idx[static_cast<size_t>(d)];
-            if (++i < options[static_cast<size_t>(d)].size())
-            {
-                break;
-            }
-            i = 0;
-        }
-        if (d < 0)
-        {
-            break;
-        }
-    }
-    return v;
+    return {};
 }
 
 //! Build a launch plan from concrete descriptions; "" on success, else why not.
@@ -244,27 +112,16 @@ std::string makePlan(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvi
         return "null tensor descriptions";
     }
     nvinfer1::PluginTensorDesc const& x = in[0];
-    if (!isSupportedType(x.type))
+    why = checkTensors(nbInputs + nbOutputs, [&](int32_t i) -> nvinfer1::PluginTensorDesc const& {
+        return i < nbInputs ? in[i] : out[i - nbInputs];
+    });
+    if (!why.empty())
     {
-        return "x has unsupported type " + typeName(x.type) + " (supported: kFLOAT, kHALF, kBF16)";
+        return why;
     }
     for (int32_t i = 0; i < nbInputs + nbOutputs; ++i)
     {
         nvinfer1::PluginTensorDesc const& t = i < nbInputs ? in[i] : out[i - nbInputs];
-        if (t.type != x.type)
-        {
-            return "tensor " + std::to_string(i) + " has type " + typeName(t.type) + ", expected x's type "
-                + typeName(x.type);
-        }
-        if (t.format != TensorFormat::kLINEAR)
-        {
-            return "tensor " + std::to_string(i) + " has format " + std::to_string(static_cast<int32_t>(t.format))
-                + ", expected kLINEAR";
-        }
-        if (!validRank(t.dims))
-        {
-            return "tensor " + std::to_string(i) + " has invalid rank " + std::to_string(t.dims.nbDims);
-        }
         for (int32_t d = 0; d < t.dims.nbDims; ++d)
         {
             if (t.dims.d[d] < 0)
@@ -293,9 +150,9 @@ std::string makePlan(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvi
     p.numel = numel;
     p.biasDims = in[1].dims;
     BiasClass const c = classifyBias(x.dims.d, x.dims.nbDims, in[1].dims.d, in[1].dims.nbDims);
-    if (!acceptedKind(c))
+    if (!acceptedLayout(c))
     {
-        return rejection(c, x.dims.d, x.dims.nbDims, in[1].dims.d, in[1].dims.nbDims);
+        return layoutRejection(c, x.dims.d, x.dims.nbDims, in[1].dims.d, in[1].dims.nbDims);
     }
     p.spec = c.spec;
     p.valid = true;
@@ -316,31 +173,6 @@ std::string cudaErrorText(cudaError_t e)
 {
     return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
 }
-
-} // namespace
-
-void SwishBiasPlugin::reportRuntimeError(char const* where, ErrorCode code, std::string const& msg) const noexcept
-{
-    logMessage(Severity::kERROR, where, msg);
-    if (mErrorRecorder != nullptr)
-    {
-        try
-        {
-            std::string desc = std::string("SwishBias: ") + where + ": " + msg;
-            if (desc.size() > nvinfer1::IErrorRecorder::kMAX_DESC_LENGTH)
-            {
-                desc.resize(nvinfer1::IErrorRecorder::kMAX_DESC_LENGTH);
-            }
-            mErrorRecorder->reportError(code, desc.c_str());
-        }
-        catch (...)
-        {
-        }
-    }
-}
-
-namespace
-{
 
 //! Makes the stream's device current for its lifetime and restores the previous one; no-op when they match.
 class StreamDeviceScope
@@ -390,6 +222,28 @@ private:
 };
 
 } // namespace
+
+// ============================================================================ error reporting
+
+void SwishBiasPlugin::reportRuntimeError(char const* where, ErrorCode code, std::string const& msg) const noexcept
+{
+    logMessage(Severity::kERROR, where, msg);
+    if (mErrorRecorder != nullptr)
+    {
+        try
+        {
+            std::string desc = std::string("SwishBias: ") + where + ": " + msg;
+            if (desc.size() > nvinfer1::IErrorRecorder::kMAX_DESC_LENGTH)
+            {
+                desc.resize(nvinfer1::IErrorRecorder::kMAX_DESC_LENGTH);
+            }
+            mErrorRecorder->reportError(code, desc.c_str());
+        }
+        catch (...)
+        {
+        }
+    }
+}
 
 // ============================================================================ IPluginV3
 
@@ -454,28 +308,9 @@ int32_t SwishBiasPlugin::configurePlugin(nvinfer1::DynamicPluginTensorDesc const
             }
             if (why.empty())
             {
-                DataType const t = in[0].desc.type;
-                if (!isSupportedType(t))
-                {
-                    why = "x has unsupported type " + typeName(t) + " (supported: kFLOAT, kHALF, kBF16)";
-                }
-                for (int32_t i = 0; why.empty() && i < nbInputs + nbOutputs; ++i)
-                {
-                    nvinfer1::PluginTensorDesc const& d = i < nbInputs ? in[i].desc : out[i - nbInputs].desc;
-                    if (d.type != t)
-                    {
-                        why = "tensor " + std::to_string(i) + " has type " + typeName(d.type) + ", expected "
-                            + typeName(t);
-                    }
-                    else if (d.format != TensorFormat::kLINEAR)
-                    {
-                        why = "tensor " + std::to_string(i) + " is not in kLINEAR format";
-                    }
-                    else if (!validRank(d.dims))
-                    {
-                        why = "tensor " + std::to_string(i) + " has invalid rank " + std::to_string(d.dims.nbDims);
-                    }
-                }
+                why = checkTensors(nbInputs + nbOutputs, [&](int32_t i) -> nvinfer1::PluginTensorDesc const& {
+                    return i < nbInputs ? in[i].desc : out[i - nbInputs].desc;
+                });
             }
             if (why.empty() && out[0].desc.dims.nbDims != in[0].desc.dims.nbDims)
             {
