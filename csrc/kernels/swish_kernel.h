@@ -1,8 +1,9 @@
 // The Swish-with-bias CUDA launchers: the only place the GPU math lives.
 //
 // Knows nothing of torch or TensorRT: raw pointers, element counts, the bias layout and a stream. The torch op
-// (csrc/torch) and the TensorRT plugin (csrc/trt_plugin) both link the same compiled object, so parity proven
-// through the op on the GPU carries over to the plugin.
+// (csrc/torch) and the TensorRT plugin (csrc/trt_plugin) both link the same compiled objects, so parity proven
+// through the op on the GPU carries over to the plugin. One launcher per file: swish_forward.cu,
+// swish_backward.cu, swish_backward_fused.cu (shared device code in swish_math.cuh, swish_backward_step.cuh).
 #pragma once
 
 #include <cstddef>
