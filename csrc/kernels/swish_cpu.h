@@ -1,4 +1,4 @@
-// CPU twin of swish_kernel.cu: the same formula on a range of flat indices, header-only, no torch.
+// CPU twin of the CUDA kernels (swish_forward.cu, swish_backward*.cu): the same formula on a range of flat indices, header-only, no torch.
 //
 // T is any element type convertible to and from the compute type Acc (float for fp32/fp16/bf16, double for
 // fp64), so the torch op instantiates it with its own half types while this file stays host-agnostic. Callers
