@@ -180,18 +180,16 @@ class StreamDeviceScope
 public:
     explicit StreamDeviceScope(cudaStream_t stream) noexcept
     {
-        // In the default (global) capture mode cudaStreamGetDevice counts as unsafe during a capture (driver 580,
-        // cudart 13.0): refused, and the refusal invalidates the capture. Relaxed mode for this thread permits it.
-        // Asking the stream first, before any call that needs a current context, also keeps a thread whose current
-        // device is an untouched cuda:0 from creating a context there.
-        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-        bool const relaxed = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+        // cudaStreamGetDevice is refused during stream capture by some drivers (580 with cudart 13.0), and the
+        // refusal invalidates the capture. A capturing stream was begun by the caller on its own device, which is
+        // TensorRT's contract for enqueueV3 anyway, so there is nothing to switch then.
+        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone)
+        {
+            return;
+        }
         int streamDevice = -1;
         mError = cudaStreamGetDevice(stream, &streamDevice);
-        if (relaxed)
-        {
-            (void) cudaThreadExchangeStreamCaptureMode(&mode);
-        }
         if (mError == cudaSuccess)
         {
             mError = cudaGetDevice(&mPrevious);
