@@ -1,6 +1,5 @@
 #include "swish_plugin.h"
 
-#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -175,65 +174,26 @@ std::string cudaErrorText(cudaError_t e)
     return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
 }
 
-//! The device a stream belongs to, through the driver (stream -> context -> device). The runtime's
-//! cudaStreamGetDevice is refused during a stream capture on some drivers (580 with cudart 13.0), which invalidates
-//! the capture, and the runtime's other stream queries open a context on the current device of a thread that has
-//! none. The driver path is legal during capture in every mode and creates no context.
-bool streamDeviceOf(cudaStream_t stream, int& device) noexcept
-{
-    using StreamGetCtxFn = CUresult (*)(CUstream, CUcontext*);
-    using CtxPushFn = CUresult (*)(CUcontext);
-    using CtxPopFn = CUresult (*)(CUcontext*);
-    using CtxGetDeviceFn = CUresult (*)(CUdevice*);
-    static auto const lookup = [](char const* name) -> void*
-    {
-        void* fn = nullptr;
-        cudaDriverEntryPointQueryResult status{};
-        if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &status) != cudaSuccess
-            || status != cudaDriverEntryPointSuccess)
-        {
-            (void) cudaGetLastError();
-            return nullptr;
-        }
-        return fn;
-    };
-    static auto const getCtx = reinterpret_cast<StreamGetCtxFn>(lookup("cuStreamGetCtx"));
-    static auto const push = reinterpret_cast<CtxPushFn>(lookup("cuCtxPushCurrent"));
-    static auto const pop = reinterpret_cast<CtxPopFn>(lookup("cuCtxPopCurrent"));
-    static auto const getDevice = reinterpret_cast<CtxGetDeviceFn>(lookup("cuCtxGetDevice"));
-    if (getCtx == nullptr || push == nullptr || pop == nullptr || getDevice == nullptr)
-    {
-        return false;
-    }
-    CUcontext ctx = nullptr;
-    if (getCtx(reinterpret_cast<CUstream>(stream), &ctx) != CUDA_SUCCESS || ctx == nullptr)
-    {
-        return false;
-    }
-    if (push(ctx) != CUDA_SUCCESS)
-    {
-        return false;
-    }
-    CUdevice dev = -1;
-    bool const ok = getDevice(&dev) == CUDA_SUCCESS;
-    CUcontext popped = nullptr;
-    (void) pop(&popped);
-    device = static_cast<int>(dev);
-    return ok;
-}
-
 //! Makes the stream's device current for its lifetime and restores the previous one; no-op when they match.
 class StreamDeviceScope
 {
 public:
     explicit StreamDeviceScope(cudaStream_t stream) noexcept
     {
-        int streamDevice = -1;
-        if (!streamDeviceOf(stream, streamDevice))
+        // cudaStreamGetDevice is refused during stream capture by some drivers (580 with cudart 13.0), and the
+        // refusal invalidates the capture. A capturing stream was begun by the caller on its own device, which is
+        // TensorRT's contract for enqueueV3 anyway, so there is nothing to switch then.
+        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone)
         {
-            return; // the legacy stream with no context current, or no driver entry points: launch as the caller set up
+            return;
         }
-        mError = cudaGetDevice(&mPrevious);
+        int streamDevice = -1;
+        mError = cudaStreamGetDevice(stream, &streamDevice);
+        if (mError == cudaSuccess)
+        {
+            mError = cudaGetDevice(&mPrevious);
+        }
         if (mError == cudaSuccess && streamDevice != mPrevious)
         {
             mError = cudaSetDevice(streamDevice);
