@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import csv
 import signal
 import sys
 from pathlib import Path
@@ -144,7 +143,7 @@ def main() -> int:
         return 2
     from triton.testing import do_bench
 
-    from benchmarks import bench_swish  # noqa: F401  (raises dynamo's recompile limits; fails instead of eager)
+    from benchmarks import bench_swish  # write_csv; raises dynamo's recompile limits (fails instead of eager)
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))  # `timeout` cuts a run short: still write the CSV
     dev = "cuda"
@@ -189,12 +188,8 @@ def main() -> int:
                     print(f"{dname:5} {mode:8} {task:9} {row['plain_ms']:9.2f} {row['ours_ms']:9.2f} "
                           f"{row['ours_over_plain']:10.3f}", flush=True)
     finally:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with args.out.open("w", newline="") as f:
-            keys = ["dtype", "bf16", "mode", "task", "batch", "format", "plain_ms", "ours_ms", "ours_over_plain"]
-            w = csv.DictWriter(f, fieldnames=keys)
-            w.writeheader()
-            w.writerows(rows)
+        bench_swish.write_csv(rows, args.out, ("dtype", "bf16", "mode", "task", "batch", "format", "plain_ms",
+                                               "ours_ms", "ours_over_plain"))
         print(f"wrote {args.out} ({len(rows)} rows)")
     return 0
 

@@ -31,7 +31,6 @@ Rows print as they are measured; the CSV is written at the end, also when the ru
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import signal
 import sys
@@ -163,16 +162,9 @@ def print_row(r: dict) -> None:
           f"{r.get('eager_us', nan) / ours:8.2f}", flush=True)
 
 
-def write_csv(rows: list[dict], out: Path) -> None:
-    """All rows, one column per key (variants that were not run are empty)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    first = ["case", "shape", "bias", "format", "dtype", "n", "pass", "timing", "kernels", "compile", "copy_us",
-             "floor_us"]
-    keys = first + sorted({k for r in rows for k in r} - set(first))
-    with out.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
+# The CSV's leading columns (bench_swish.write_csv puts every other key after them; variants not run are empty).
+COLUMNS = ("case", "shape", "bias", "format", "dtype", "n", "pass", "timing", "kernels", "compile", "copy_us",
+           "floor_us")
 
 
 def main() -> int:
@@ -219,7 +211,7 @@ def main() -> int:
             for nm in names:
                 rows += run_case(by_name[nm], dname, args, tools)
     finally:
-        write_csv(rows, args.out)
+        bench_swish.write_csv(rows, args.out, COLUMNS)
         print(f"wrote {args.out} ({len(rows)} rows)")
     return 0
 

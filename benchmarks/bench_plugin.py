@@ -14,7 +14,6 @@ Usage: python benchmarks/bench_plugin.py [--out $OUT/bench_plugin.csv]
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib.util
 import statistics
 import sys
@@ -26,7 +25,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import torchtrt_swish  # noqa: E402
-from benchmarks.bench_swish import calls, timed_round  # noqa: E402
+from benchmarks.bench_swish import calls, timed_round, write_csv  # noqa: E402
 
 NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
@@ -132,11 +131,7 @@ def main() -> int:
                       f" {call['plugin'] / call['op']:10.3f}", flush=True)
                 del plugin, x, y
                 torch.cuda.empty_cache()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(rows, args.out, list(rows[0]))
     lib.close()
     return 0
 

@@ -181,6 +181,16 @@ def bench_backward(n: int, dtype: torch.dtype, layout: str, k: int, reps: int, k
     return row
 
 
+def write_csv(rows: list[dict], out: Path, first=()) -> None:
+    """Every row to out as CSV: the columns in `first`, then every other key sorted (a missing value is empty)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    keys = list(first) + sorted({k for r in rows for k in r} - set(first))
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+
+
 def print_row(r: dict) -> None:
     """One table line (printed as soon as measured, so a cut-off run still reports)."""
     nan = float("nan")
@@ -230,12 +240,7 @@ def main() -> int:
                     rows.append(bench_backward(n, dt, layout, k, reps, keep, graphs=not args.no_graph))
                     print_row(rows[-1])
                 torch.cuda.empty_cache()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    keys = sorted({k for r in rows for k in r}, key=lambda s: (s not in ("pass", "n", "dtype", "layout"), s))
-    with args.out.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(rows, args.out, ("dtype", "layout", "n", "pass"))
     print(f"wrote {args.out}")
     return 0
 
