@@ -1,6 +1,6 @@
 """Run the op's forward and fused backward a few times per (size, dtype, layout), for a profiler to time per kernel.
 
-Usage on the H200 (per-kernel durations, clocks left alone as METHOD.md asks):
+Usage on the H200 (per-kernel durations; ncu with --clock-control none, so the GPU keeps its own clocks):
     ncu --clock-control none --metrics gpu__time_duration.sum --csv python3 tools/profile_driver.py > $OUT/ncu.csv
 The layouts are bench_swish's: x is [N/256, 256], scalar bias [1] or per-channel bias [256] (last dim); or, with
 --layouts, bench_layouts' cases by name (e.g. nchw_32x112x112_n128,dim1_64x16_2^24), whose sizes --sizes then ignores.
