@@ -165,79 +165,177 @@ def _build_model(spec: str, seed: int, input_shape):
         raise UsageError(str(exc)) from None
 
 
-# ---------------------------------------------------------------------------------------------------- commands
+# ------------------------------------------------------------------------------------------------------ tools
 
 
-def cmd_export(args) -> int:
-    """Export a torch model (seed Net or a torchvision model with random weights) to ONNX."""
-    from onnx_path.common import op_counts, save_model
-    from onnx_path.export import export_onnx
+class Tool:
+    """A sub-command: `name` on the command line, the docstring its help, `epilog` its examples."""
 
-    _check_paths({}, {"-o": args.output})
-    model, example = _build_model(args.model, args.seed, args.input_shape)
-    _progress(f"exporting {args.model} ({args.exporter} exporter) to {args.output} ...")
-    start = time.perf_counter()
-    onnx_model = export_onnx(model, example, exporter=args.exporter, opset=args.opset, dynamic_batch=not args.static,
-                             dynamic_spatial=args.dynamic_hw, dtype=args.dtype, output_names=["y"])
-    _write(args.output, "-o", lambda: save_model(onnx_model, args.output))
-    counts = op_counts(onnx_model)
-    listing = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
-    print(f"wrote {args.output}: {sum(counts.values())} nodes ({listing}) in {time.perf_counter() - start:.1f} s")
-    return EXIT_OK
+    name = ""
+    epilog = None
 
+    def setup_parser(self, subparsers) -> argparse.ArgumentParser:
+        """Add this tool's sub-parser with its arguments; parsed args carry the tool as `args.tool`."""
+        summary = " ".join(self.__doc__.split())
+        parser = subparsers.add_parser(self.name, help=summary, description=summary, epilog=self.epilog,
+                                       formatter_class=_Formatter)
+        self.add_parser_args(parser)
+        parser.set_defaults(tool=self)
+        return parser
 
-def cmd_fuse(args) -> int:
-    """Run graph surgery on an ONNX file: seed-format conversion, ONNX Swish, Sigmoid/Mul(/Add) fusion."""
-    from onnx_path.common import load_model, save_model, swish_nodes, write_text_atomic
-    from onnx_path.surgery import PASSES, run_surgery
+    def add_parser_args(self, parser: argparse.ArgumentParser) -> None:
+        """Declare this tool's arguments on `parser`."""
+        raise NotImplementedError
 
-    passes = [p.strip() for p in args.passes.split(",") if p.strip()]
-    if unknown := [p for p in passes if p not in PASSES]:
-        raise UsageError(f"unknown pass(es) {unknown}; choose from {', '.join(PASSES)}")
-    _check_paths({"input": args.input}, {"-o": args.output, "--report": args.report})
-    model = load_model(args.input)
-    _progress(f"running {', '.join(passes)} on {args.input} ...")
-    fused, report = run_surgery(model, passes, fold_bias=not args.no_fold_bias)
-    print(report.to_text())
-    if args.report:
-        text = json.dumps(report.to_dict(), indent=2) + "\n"
-        _write(args.report, "--report", lambda: write_text_atomic(args.report, text))
-    already = len(swish_nodes(model))
-    if not report.replaced and already:
-        # Idempotent: a fused model fuses to itself (the passes never match a SwishBias node again).
-        print(f"nothing to do: {args.input} already has {already} SwishBias node(s) and nothing left to fuse")
-    elif not report.replaced and not args.allow_no_match:
-        raise UsageError(f"{args.input}: no matching nodes (nothing for passes {', '.join(passes)}); "
-                         "use --allow-no-match to write the model unchanged")
-    _write(args.output, "-o", lambda: save_model(fused, args.output))
-    print(f"wrote {args.output}")
-    return EXIT_OK
+    def run(self, args: argparse.Namespace) -> int:
+        """Carry out the command; returns the exit code (raise UsageError for bad input)."""
+        raise NotImplementedError
 
 
-def cmd_build_engine(args) -> int:
-    """Build a TensorRT engine from an ONNX file with the SwishBias plugin loaded."""
-    from onnx_path.common import atomic_output, load_model
-    from onnx_path.contract import check_swish_nodes
-    from onnx_path.engine import build_engine
+class Export(Tool):
+    """export a model to ONNX (SwishBias nodes for torchtrt_swish ops)"""
 
-    path = _existing_file(args.input)
-    _check_paths({"input": path, "--plugin": args.plugin}, {"-o": args.output})
-    check_swish_nodes(load_model(path), str(path))  # the plugin's rejection, said before TensorRT is involved
-    try:
-        shapes = {k: parse_shape_spec(getattr(args, f"{k}_shapes")) for k in ("min", "opt", "max")}
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    _progress(f"building a {args.precision} TensorRT engine from {path} ...")
+    name = "export"
+    epilog = ("examples:\n  torchtrt-swish export -o seed_net.onnx\n"
+              "  torchtrt-swish export --exporter dynamo --dynamic-hw -o seed_net_dyn.onnx\n"
+              "  torchtrt-swish export --model torchvision:efficientnet_b0 --input-shape 1x3x64x64 "
+              "-o effnet.onnx")
 
-    def build():
-        with atomic_output(args.output) as tmp:
-            build_engine(path, tmp, precision=args.precision, min_shapes=shapes["min"], opt_shapes=shapes["opt"],
-                         max_shapes=shapes["max"], plugin_library=args.plugin, workspace_gib=args.workspace_gib,
-                         verbose=args.verbose)
+    def add_parser_args(self, parser):
+        """The command's arguments."""
+        parser.add_argument("--model", default="seed-net", help="seed-net or torchvision:<name> (random weights)")
+        parser.add_argument("-o", "--output", required=True, type=Path,
+                            help="ONNX file to write; its folder must exist (required)")
+        parser.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
+                            help="torch.onnx exporter")
+        parser.add_argument("--opset", type=_positive_int, default=None,
+                            help="ONNX opset, >= 11 (dynamo: >= 18) (default: 17 for torchscript, torch's for "
+                                 "dynamo, 22 for bfloat16, where Conv first takes bfloat16)")
+        parser.add_argument("--dtype", type=_dtype_arg, default=None,
+                            help="float32, float16 or bfloat16 (default: the model's, float32)")
+        parser.add_argument("--input-shape", type=_shape_arg, default=None,
+                            help="example input shape NxCxHxW, e.g. 1x3x64x64 (default: 1x1x5x5 for seed-net, "
+                                 "1x3x64x64 for torchvision models)")
+        parser.add_argument("--static", action="store_true", help="no dynamic batch axis")
+        parser.add_argument("--dynamic-hw", action="store_true", help="also make height/width of 4-D inputs dynamic")
+        parser.add_argument("--seed", type=int, default=0, help="seed for random weights/inputs")
 
-    _write(args.output, "-o", build)
-    print(f"wrote {args.output}")
-    return EXIT_OK
+    def run(self, args) -> int:
+        """Export a torch model (seed Net or a torchvision model with random weights) to ONNX."""
+        from onnx_path.common import op_counts, save_model
+        from onnx_path.export import export_onnx
+
+        _check_paths({}, {"-o": args.output})
+        model, example = _build_model(args.model, args.seed, args.input_shape)
+        _progress(f"exporting {args.model} ({args.exporter} exporter) to {args.output} ...")
+        start = time.perf_counter()
+        onnx_model = export_onnx(model, example, exporter=args.exporter, opset=args.opset,
+                                 dynamic_batch=not args.static, dynamic_spatial=args.dynamic_hw, dtype=args.dtype,
+                                 output_names=["y"])
+        _write(args.output, "-o", lambda: save_model(onnx_model, args.output))
+        counts = op_counts(onnx_model)
+        listing = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+        print(f"wrote {args.output}: {sum(counts.values())} nodes ({listing}) in {time.perf_counter() - start:.1f} s")
+        return EXIT_OK
+
+
+class Fuse(Tool):
+    """graph surgery: original formats / ONNX Swish / Sigmoid*Mul(+Add) -> SwishBias"""
+
+    name = "fuse"
+    epilog = ("examples:\n  torchtrt-swish fuse model.onnx -o model_swish.onnx\n"
+              "  torchtrt-swish fuse seed.onnx -o seed_swish.onnx --passes seed --report report.json\n"
+              "passes: seed = the original material's export formats (custom::Plugin node with a JSON "
+              "info\n  attribute, or its ai.onnx.contrib variant); onnx-swish = ONNX Swish with alpha 1; "
+              "sigmoid-mul =\n  x*Sigmoid(x) (+ constant) patterns. A model that already has SwishBias "
+              "nodes and nothing\n  left to fuse is written unchanged (exit 0, 'nothing to do').")
+
+    def add_parser_args(self, parser):
+        """The command's arguments."""
+        parser.add_argument("input", help="ONNX file")
+        parser.add_argument("-o", "--output", required=True, type=Path,
+                            help="ONNX file to write, not the input (required)")
+        parser.add_argument("--passes", default="seed,onnx-swish,sigmoid-mul", help="comma-separated passes")
+        parser.add_argument("--no-fold-bias", action="store_true", help="do not fold a following Add of a constant")
+        parser.add_argument("--report", type=Path, default=None,
+                            help="write the surgery report as JSON (default: none)")
+        parser.add_argument("--allow-no-match", action="store_true",
+                            help="succeed (and copy the model) when nothing matches")
+
+    def run(self, args) -> int:
+        """Run graph surgery on an ONNX file: seed-format conversion, ONNX Swish, Sigmoid/Mul(/Add) fusion."""
+        from onnx_path.common import load_model, save_model, swish_nodes, write_text_atomic
+        from onnx_path.surgery import PASSES, run_surgery
+
+        passes = [p.strip() for p in args.passes.split(",") if p.strip()]
+        if unknown := [p for p in passes if p not in PASSES]:
+            raise UsageError(f"unknown pass(es) {unknown}; choose from {', '.join(PASSES)}")
+        _check_paths({"input": args.input}, {"-o": args.output, "--report": args.report})
+        model = load_model(args.input)
+        _progress(f"running {', '.join(passes)} on {args.input} ...")
+        fused, report = run_surgery(model, passes, fold_bias=not args.no_fold_bias)
+        print(report.to_text())
+        if args.report:
+            text = json.dumps(report.to_dict(), indent=2) + "\n"
+            _write(args.report, "--report", lambda: write_text_atomic(args.report, text))
+        already = len(swish_nodes(model))
+        if not report.replaced and already:
+            # Idempotent: a fused model fuses to itself (the passes never match a SwishBias node again).
+            print(f"nothing to do: {args.input} already has {already} SwishBias node(s) and nothing left to fuse")
+        elif not report.replaced and not args.allow_no_match:
+            raise UsageError(f"{args.input}: no matching nodes (nothing for passes {', '.join(passes)}); "
+                             "use --allow-no-match to write the model unchanged")
+        _write(args.output, "-o", lambda: save_model(fused, args.output))
+        print(f"wrote {args.output}")
+        return EXIT_OK
+
+
+class BuildEngine(Tool):
+    """ONNX -> TensorRT engine with the SwishBias plugin (needs TensorRT)"""
+
+    name = "build-engine"
+    epilog = ("examples:\n  torchtrt-swish build-engine seed_net.onnx -o seed.engine\n"
+              "  torchtrt-swish build-engine net.onnx -o net.engine --precision fp16 \\\n"
+              "      --min-shapes x:1x3x64x64 --opt-shapes x:8x3x224x224 --max-shapes x:32x3x320x320")
+
+    def add_parser_args(self, parser):
+        """The command's arguments."""
+        parser.add_argument("input", help="ONNX file")
+        parser.add_argument("-o", "--output", required=True, type=Path, help="engine file to write (required)")
+        parser.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32", help="builder precision")
+        for which in ("min", "opt", "max"):
+            parser.add_argument(f"--{which}-shapes", default=None, help=f"{which} profile shapes, e.g. x:1x3x224x224 "
+                                                                         "(default: batch 1/8/32 on axis 0)")
+        parser.add_argument("--plugin", type=Path, default=None,
+                            help="plugin library (default: the one in the package)")
+        parser.add_argument("--workspace-gib", type=_positive_float, default=None,
+                            help="builder workspace limit in GiB (default: TensorRT's)")
+        parser.add_argument("--verbose", action="store_true", help="TensorRT verbose log")
+
+    def run(self, args) -> int:
+        """Build a TensorRT engine from an ONNX file with the SwishBias plugin loaded."""
+        from onnx_path.common import atomic_output, load_model
+        from onnx_path.contract import check_swish_nodes
+        from onnx_path.engine import build_engine
+
+        path = _existing_file(args.input)
+        _check_paths({"input": path, "--plugin": args.plugin}, {"-o": args.output})
+        check_swish_nodes(load_model(path), str(path))  # the plugin's rejection, said before TensorRT is involved
+        try:
+            shapes = {k: parse_shape_spec(getattr(args, f"{k}_shapes")) for k in ("min", "opt", "max")}
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        _progress(f"building a {args.precision} TensorRT engine from {path} ...")
+
+        def build():
+            with atomic_output(args.output) as tmp:
+                build_engine(path, tmp, precision=args.precision, min_shapes=shapes["min"], opt_shapes=shapes["opt"],
+                             max_shapes=shapes["max"], plugin_library=args.plugin, workspace_gib=args.workspace_gib,
+                             verbose=args.verbose)
+
+        _write(args.output, "-o", build)
+        print(f"wrote {args.output}")
+        return EXIT_OK
 
 
 def _dims_arg(text: str) -> dict[str, int]:
@@ -251,182 +349,145 @@ def _dims_arg(text: str) -> dict[str, int]:
     return out
 
 
-def cmd_check(args) -> int:
-    """Parity report (Polygraphy) of an ONNX file's CPU executors (and a TensorRT engine) against a reference."""
-    from onnx_path.common import SWISH_ELEM_TYPES, elem_type_name, graph_inputs, load_model, numpy_dtype_for
-    from onnx_path.contract import check_swish_nodes
-    from onnx_path.export import ExportError
-    from onnx_path.parity import check_parity, export_baseline, random_feeds, torch_output_mismatch
+class Check(Tool):
+    """Polygraphy parity report against a float64 PyTorch (or ONNX) reference"""
 
-    if (args.torch_model is None) == (args.reference is None):
-        raise UsageError("check needs exactly one reference: --torch-model SPEC or --reference ORIGINAL.onnx")
-    _check_paths({"input": args.input, "--reference": args.reference, "--engine": args.engine},
-                 {"--json": args.json})
-    model = load_model(args.input)
-    # Before anything runs: a node the plugin would reject must not be reported as passing on the CPU.
-    check_swish_nodes(model, str(args.input))
-    if args.engine is not None:
-        _existing_file(args.engine)
-    inputs = graph_inputs(model)
-    if not inputs:
-        raise UsageError(f"{args.input}: the model has no inputs")
-    elem = inputs[0].type.tensor_type.elem_type
-    if elem not in SWISH_ELEM_TYPES:
-        raise UsageError(f"{args.input}: input {inputs[0].name!r} has dtype "
-                         f"{elem_type_name(elem)}; check supports {', '.join(DTYPE_NAMES)}")
-    model_dtype = numpy_dtype_for(elem).name
-    if args.dtype is not None and args.dtype != model_dtype:
-        raise UsageError(f"--dtype {args.dtype} does not match the model's {model_dtype} inputs")
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()] if args.backends else (
-        ["reference", "ort"] if model_dtype == "float32" else ["reference"])
-    if unknown := [b for b in backends if b not in ("reference", "ort")]:
-        raise UsageError(f"unknown backend(s) {unknown}; choose from reference, ort")
-    torch_model = reference = None
-    if args.torch_model:
-        # Same example shape as the export (BatchNorm calibration of torchvision models depends on it).
-        dims = inputs[0].type.tensor_type.shape.dim
-        shape = tuple(1 if i == 0 else d.dim_value for i, d in enumerate(dims))
-        torch_model, example = _build_model(args.torch_model, args.seed, shape if all(shape) else None)
-        if (why := torch_output_mismatch(torch_model, example, model)) is not None:
-            raise UsageError(f"{args.input} does not match --torch-model {args.torch_model}: {why}")
-    else:
-        reference = load_model(args.reference)
-    try:
-        feeds = random_feeds(model, batch=args.batch, dims=args.dims, seed=args.seed, count=args.iterations,
-                             scale=args.scale)
-    except ValueError as exc:  # batch, count and scale are validated by the parser: a dynamic axis is left
-        raise UsageError(f"{exc} (with --dims NAME=SIZE)") from None
-    baseline, baseline_name, baseline_skipped = None, "", ""
-    if args.no_baseline:
-        baseline_skipped = "--no-baseline"
-    elif reference is not None:
-        baseline, baseline_name = reference, str(args.reference)
-    else:
+    name = "check"
+    epilog = ("examples:\n  torchtrt-swish check seed_net.onnx --torch-model seed-net\n"
+              "  torchtrt-swish check effnet_swish.onnx --reference effnet.onnx --per-layer\n"
+              "  torchtrt-swish check seed_net.onnx --torch-model seed-net --engine seed.engine \\\n"
+              "      --json p.json\n"
+              "verdict: an output passes when every element is within --atol or --rtol of the reference,\n"
+              "or when its max error is at most a small multiple (onnx_path.parity.BASELINE_FACTOR) of its\n"
+              "baseline's: the unfused --reference model, or the --torch-model exported in the model's\n"
+              "dtype, run by the same executor against the same reference. The table shows both.\n"
+              "exit code 0 when every output passes, 1 otherwise, 2 when nothing could be compared")
+
+    def add_parser_args(self, parser):
+        """The command's arguments."""
+        parser.add_argument("input", help="ONNX file to check (may contain SwishBias nodes)")
+        parser.add_argument("--torch-model", default=None,
+                            help="reference: seed-net or torchvision:<name> (same --seed as export), run in float64 "
+                                 "with an independent swish (default: none; give this or --reference)")
+        parser.add_argument("--reference", default=None,
+                            help="reference: an ONNX file (e.g. before fusion) run by ONNX Runtime "
+                                 "(default: none; give this or --torch-model)")
+        parser.add_argument("--dtype", type=_dtype_arg, default=None,
+                            help="expected input dtype (default: the model's)")
+        parser.add_argument("--backends", default=None,
+                            help="comma-separated CPU executors: reference, ort (default: both for float32, reference "
+                                 "otherwise)")
+        parser.add_argument("--engine", type=Path, default=None,
+                            help="also compare a TensorRT engine, loading the plugin first (reported as skipped "
+                                 "without TensorRT) (default: none)")
+        parser.add_argument("--per-layer", action="store_true",
+                            help="mark every tensor as an output and compare them all")
+        parser.add_argument("--no-baseline", action="store_true", help="judge by --atol/--rtol only (no baseline runs)")
+        parser.add_argument("--batch", type=_positive_int, default=2, help="size of a dynamic batch axis")
+        parser.add_argument("--dims", type=_dims_arg, default=None, metavar="NAME=SIZE[,NAME=SIZE]",
+                            help="sizes of named dynamic axes other than the batch, e.g. height=5,width=5 "
+                                 "(default: none)")
+        parser.add_argument("--iterations", type=_positive_int, default=1, help="number of random input sets")
+        parser.add_argument("--scale", type=_positive_float, default=1.0,
+                            help="standard deviation of the random inputs")
+        parser.add_argument("--seed", type=int, default=0,
+                            help="seed for the random inputs (and --torch-model weights)")
+        parser.add_argument("--atol", type=_tolerance, default=None,
+                            help="absolute tolerance, finite and >= 0 "
+                                 "(default: per dtype, torchtrt_swish.dtypes.TOLERANCES)")
+        parser.add_argument("--rtol", type=_tolerance, default=None,
+                            help="relative tolerance, finite and >= 0 "
+                                 "(default: per dtype, torchtrt_swish.dtypes.TOLERANCES)")
+        parser.add_argument("--json", type=Path, default=None, help="write the report as JSON (default: none)")
+
+    def run(self, args) -> int:
+        """Parity report (Polygraphy) of an ONNX file's CPU executors (and a TensorRT engine) against a reference."""
+        from onnx_path.common import SWISH_ELEM_TYPES, elem_type_name, graph_inputs, load_model, numpy_dtype_for
+        from onnx_path.contract import check_swish_nodes
+        from onnx_path.export import ExportError
+        from onnx_path.parity import check_parity, export_baseline, random_feeds, torch_output_mismatch
+
+        if (args.torch_model is None) == (args.reference is None):
+            raise UsageError("check needs exactly one reference: --torch-model SPEC or --reference ORIGINAL.onnx")
+        _check_paths({"input": args.input, "--reference": args.reference, "--engine": args.engine},
+                     {"--json": args.json})
+        model = load_model(args.input)
+        # Before anything runs: a node the plugin would reject must not be reported as passing on the CPU.
+        check_swish_nodes(model, str(args.input))
+        if args.engine is not None:
+            _existing_file(args.engine)
+        inputs = graph_inputs(model)
+        if not inputs:
+            raise UsageError(f"{args.input}: the model has no inputs")
+        elem = inputs[0].type.tensor_type.elem_type
+        if elem not in SWISH_ELEM_TYPES:
+            raise UsageError(f"{args.input}: input {inputs[0].name!r} has dtype "
+                             f"{elem_type_name(elem)}; check supports {', '.join(DTYPE_NAMES)}")
+        model_dtype = numpy_dtype_for(elem).name
+        if args.dtype is not None and args.dtype != model_dtype:
+            raise UsageError(f"--dtype {args.dtype} does not match the model's {model_dtype} inputs")
+        backends = [b.strip() for b in args.backends.split(",") if b.strip()] if args.backends else (
+            ["reference", "ort"] if model_dtype == "float32" else ["reference"])
+        if unknown := [b for b in backends if b not in ("reference", "ort")]:
+            raise UsageError(f"unknown backend(s) {unknown}; choose from reference, ort")
+        torch_model = reference = None
+        if args.torch_model:
+            # Same example shape as the export (BatchNorm calibration of torchvision models depends on it).
+            dims = inputs[0].type.tensor_type.shape.dim
+            shape = tuple(1 if i == 0 else d.dim_value for i, d in enumerate(dims))
+            torch_model, example = _build_model(args.torch_model, args.seed, shape if all(shape) else None)
+            if (why := torch_output_mismatch(torch_model, example, model)) is not None:
+                raise UsageError(f"{args.input} does not match --torch-model {args.torch_model}: {why}")
+        else:
+            reference = load_model(args.reference)
         try:
-            baseline = export_baseline(torch_model, model, feeds[0])
-            baseline_name = f"{args.torch_model} exported in {model_dtype}"
-        except (ExportError, RuntimeError, ValueError) as exc:  # the check goes on, judged by the tolerances alone
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            baseline_skipped = f"{args.torch_model} could not be exported as a baseline ({first})"
-    tolerances = None
-    if args.atol is not None or args.rtol is not None:
-        atol, rtol = TOLERANCES[model_dtype]
-        tolerances = (args.atol if args.atol is not None else atol, args.rtol if args.rtol is not None else rtol)
-    _progress(f"running {', '.join(backends)}{' + TensorRT' if args.engine else ''} against "
-              f"{args.torch_model or args.reference} ...")
-    report = check_parity(model, torch_model=torch_model, reference_onnx=reference, feeds=feeds, dtype=model_dtype,
-                          backends=backends, engine_path=args.engine, per_layer=args.per_layer,
-                          tolerances=tolerances, model_name=str(args.input), baseline_onnx=baseline,
-                          baseline_name=baseline_name, baseline_skipped=baseline_skipped)
-    print(report.to_table())
-    if args.json:
-        _write(args.json, "--json", lambda: report.to_json(args.json))
-        print(f"wrote {args.json}")
-    return EXIT_OK if report.passed else EXIT_PARITY_FAIL
+            feeds = random_feeds(model, batch=args.batch, dims=args.dims, seed=args.seed, count=args.iterations,
+                                 scale=args.scale)
+        except ValueError as exc:  # batch, count and scale are validated by the parser: a dynamic axis is left
+            raise UsageError(f"{exc} (with --dims NAME=SIZE)") from None
+        baseline, baseline_name, baseline_skipped = None, "", ""
+        if args.no_baseline:
+            baseline_skipped = "--no-baseline"
+        elif reference is not None:
+            baseline, baseline_name = reference, str(args.reference)
+        else:
+            try:
+                baseline = export_baseline(torch_model, model, feeds[0])
+                baseline_name = f"{args.torch_model} exported in {model_dtype}"
+            except (ExportError, RuntimeError, ValueError) as exc:  # the check goes on, judged by the tolerances alone
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                baseline_skipped = f"{args.torch_model} could not be exported as a baseline ({first})"
+        tolerances = None
+        if args.atol is not None or args.rtol is not None:
+            atol, rtol = TOLERANCES[model_dtype]
+            tolerances = (args.atol if args.atol is not None else atol, args.rtol if args.rtol is not None else rtol)
+        _progress(f"running {', '.join(backends)}{' + TensorRT' if args.engine else ''} against "
+                  f"{args.torch_model or args.reference} ...")
+        report = check_parity(model, torch_model=torch_model, reference_onnx=reference, feeds=feeds, dtype=model_dtype,
+                              backends=backends, engine_path=args.engine, per_layer=args.per_layer,
+                              tolerances=tolerances, model_name=str(args.input), baseline_onnx=baseline,
+                              baseline_name=baseline_name, baseline_skipped=baseline_skipped)
+        print(report.to_table())
+        if args.json:
+            _write(args.json, "--json", lambda: report.to_json(args.json))
+            print(f"wrote {args.json}")
+        return EXIT_OK if report.passed else EXIT_PARITY_FAIL
 
 
-# ------------------------------------------------------------------------------------------------------ parser
+# ------------------------------------------------------------------------------------------------------- main
+
+
+TOOLS = (Export(), Fuse(), BuildEngine(), Check())
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser with the four subcommands."""
-    fmt = _Formatter
+    """The argparse parser with one subcommand per tool in TOOLS."""
     parser = _Parser(prog="torchtrt-swish", description=__doc__.split("\n")[0], epilog=_MAIN_EPILOG,
-                     formatter_class=fmt)
+                     formatter_class=_Formatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    p = sub.add_parser("export", help="export a model to ONNX (SwishBias nodes for torchtrt_swish ops)",
-                       formatter_class=fmt, epilog="examples:\n  torchtrt-swish export -o seed_net.onnx\n"
-                       "  torchtrt-swish export --exporter dynamo --dynamic-hw -o seed_net_dyn.onnx\n"
-                       "  torchtrt-swish export --model torchvision:efficientnet_b0 --input-shape 1x3x64x64 "
-                       "-o effnet.onnx")
-    p.add_argument("--model", default="seed-net", help="seed-net or torchvision:<name> (random weights)")
-    p.add_argument("-o", "--output", required=True, type=Path, help="ONNX file to write; its folder must exist (required)")
-    p.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
-                   help="torch.onnx exporter")
-    p.add_argument("--opset", type=_positive_int, default=None,
-                   help="ONNX opset, >= 11 (dynamo: >= 18) (default: 17 for torchscript, torch's for dynamo, 22 "
-                        "for bfloat16, where Conv first takes bfloat16)")
-    p.add_argument("--dtype", type=_dtype_arg, default=None, help="float32, float16 or bfloat16 (default: the model's, float32)")
-    p.add_argument("--input-shape", type=_shape_arg, default=None,
-                   help="example input shape NxCxHxW, e.g. 1x3x64x64 (default: 1x1x5x5 for seed-net, 1x3x64x64 "
-                        "for torchvision models)")
-    p.add_argument("--static", action="store_true", help="no dynamic batch axis")
-    p.add_argument("--dynamic-hw", action="store_true", help="also make height/width of 4-D inputs dynamic")
-    p.add_argument("--seed", type=int, default=0, help="seed for random weights/inputs")
-    p.set_defaults(func=cmd_export)
-
-    p = sub.add_parser("fuse", help="graph surgery: original formats / ONNX Swish / Sigmoid*Mul(+Add) -> SwishBias",
-                       formatter_class=fmt, epilog="examples:\n  torchtrt-swish fuse model.onnx -o model_swish.onnx\n"
-                       "  torchtrt-swish fuse seed.onnx -o seed_swish.onnx --passes seed --report report.json\n"
-                       "passes: seed = the original material's export formats (custom::Plugin node with a JSON "
-                       "info\n  attribute, or its ai.onnx.contrib variant); onnx-swish = ONNX Swish with alpha 1; "
-                       "sigmoid-mul =\n  x*Sigmoid(x) (+ constant) patterns. A model that already has SwishBias "
-                       "nodes and nothing\n  left to fuse is written unchanged (exit 0, 'nothing to do').")
-    p.add_argument("input", help="ONNX file")
-    p.add_argument("-o", "--output", required=True, type=Path, help="ONNX file to write, not the input (required)")
-    p.add_argument("--passes", default="seed,onnx-swish,sigmoid-mul", help="comma-separated passes")
-    p.add_argument("--no-fold-bias", action="store_true", help="do not fold a following Add of a constant")
-    p.add_argument("--report", type=Path, default=None, help="write the surgery report as JSON (default: none)")
-    p.add_argument("--allow-no-match", action="store_true", help="succeed (and copy the model) when nothing matches")
-    p.set_defaults(func=cmd_fuse)
-
-    p = sub.add_parser("build-engine", help="ONNX -> TensorRT engine with the SwishBias plugin (needs TensorRT)",
-                       formatter_class=fmt,
-                       epilog="examples:\n  torchtrt-swish build-engine seed_net.onnx -o seed.engine\n"
-                       "  torchtrt-swish build-engine net.onnx -o net.engine --precision fp16 \\\n"
-                       "      --min-shapes x:1x3x64x64 --opt-shapes x:8x3x224x224 --max-shapes x:32x3x320x320")
-    p.add_argument("input", help="ONNX file")
-    p.add_argument("-o", "--output", required=True, type=Path, help="engine file to write (required)")
-    p.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32", help="builder precision")
-    for which in ("min", "opt", "max"):
-        p.add_argument(f"--{which}-shapes", default=None, help=f"{which} profile shapes, e.g. x:1x3x224x224 "
-                                                                "(default: batch 1/8/32 on axis 0)")
-    p.add_argument("--plugin", type=Path, default=None, help="plugin library (default: the one in the package)")
-    p.add_argument("--workspace-gib", type=_positive_float, default=None,
-                   help="builder workspace limit in GiB (default: TensorRT's)")
-    p.add_argument("--verbose", action="store_true", help="TensorRT verbose log")
-    p.set_defaults(func=cmd_build_engine)
-
-    p = sub.add_parser("check", help="Polygraphy parity report against a float64 PyTorch (or ONNX) reference",
-                       formatter_class=fmt,
-                       epilog="examples:\n  torchtrt-swish check seed_net.onnx --torch-model seed-net\n"
-                       "  torchtrt-swish check effnet_swish.onnx --reference effnet.onnx --per-layer\n"
-                       "  torchtrt-swish check seed_net.onnx --torch-model seed-net --engine seed.engine \\\n"
-                       "      --json p.json\n"
-                       "verdict: an output passes when every element is within --atol or --rtol of the reference,\n"
-                       "or when its max error is at most a small multiple (onnx_path.parity.BASELINE_FACTOR) of its\n"
-                       "baseline's: the unfused --reference model, or the --torch-model exported in the model's\n"
-                       "dtype, run by the same executor against the same reference. The table shows both.\n"
-                       "exit code 0 when every output passes, 1 otherwise, 2 when nothing could be compared")
-    p.add_argument("input", help="ONNX file to check (may contain SwishBias nodes)")
-    p.add_argument("--torch-model", default=None, help="reference: seed-net or torchvision:<name> (same --seed as "
-                                                       "export), run in float64 with an independent swish "
-                                                       "(default: none; give this or --reference)")
-    p.add_argument("--reference", default=None, help="reference: an ONNX file (e.g. before fusion) run by ONNX Runtime "
-                                                     "(default: none; give this or --torch-model)")
-    p.add_argument("--dtype", type=_dtype_arg, default=None, help="expected input dtype (default: the model's)")
-    p.add_argument("--backends", default=None,
-                   help="comma-separated CPU executors: reference, ort (default: both for float32, reference "
-                        "otherwise)")
-    p.add_argument("--engine", type=Path, default=None,
-                   help="also compare a TensorRT engine, loading the plugin first (reported as skipped without "
-                        "TensorRT) (default: none)")
-    p.add_argument("--per-layer", action="store_true", help="mark every tensor as an output and compare them all")
-    p.add_argument("--no-baseline", action="store_true", help="judge by --atol/--rtol only (no baseline runs)")
-    p.add_argument("--batch", type=_positive_int, default=2, help="size of a dynamic batch axis")
-    p.add_argument("--dims", type=_dims_arg, default=None, metavar="NAME=SIZE[,NAME=SIZE]",
-                   help="sizes of named dynamic axes other than the batch, e.g. height=5,width=5 (default: none)")
-    p.add_argument("--iterations", type=_positive_int, default=1, help="number of random input sets")
-    p.add_argument("--scale", type=_positive_float, default=1.0, help="standard deviation of the random inputs")
-    p.add_argument("--seed", type=int, default=0, help="seed for the random inputs (and --torch-model weights)")
-    p.add_argument("--atol", type=_tolerance, default=None,
-                   help="absolute tolerance, finite and >= 0 (default: per dtype, torchtrt_swish.dtypes.TOLERANCES)")
-    p.add_argument("--rtol", type=_tolerance, default=None,
-                   help="relative tolerance, finite and >= 0 (default: per dtype, torchtrt_swish.dtypes.TOLERANCES)")
-    p.add_argument("--json", type=Path, default=None, help="write the report as JSON (default: none)")
-    p.set_defaults(func=cmd_check)
+    for tool in TOOLS:
+        tool.setup_parser(sub)
     return parser
 
 
@@ -446,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
 
     try:
-        return args.func(args)
+        return args.tool.run(args)
     except (UsageError, OnnxInputError, ExportError, EngineBuildError, PluginNotFoundError, TensorRTUnavailable,
             PluginIdentityError, ParityInputError, PluginLoadError) as exc:
         message = " ".join(str(exc).split())  # one line, whatever the exception's text looked like
