@@ -26,13 +26,15 @@ from .layout import (  # noqa: F401  (re-exported: the converter's layout vocabu
     format_shape,
     plugin_layout,
 )
+from .dtypes import DTYPES
 from .plugin import PLUGIN_NAME, PLUGIN_NAMESPACE, PLUGIN_VERSION, load_plugin
 
 # A child of the "torch_tensorrt" logger: torch_tensorrt.logging.debug() / set_level() then show our reasons next to
 # the registry's own "Skipping option ..." lines, and nothing is printed at the default level.
 _LOGGER = logging.getLogger("torch_tensorrt.dynamo.conversion.torchtrt_swish")
 
-SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+SUPPORTED_DTYPES = tuple(DTYPES.values())  # what the plugin's kernels take
+
 
 def swish_op() -> Any:
     """The OpOverload the converter is registered for: torch.ops.torchtrt_swish.swish.default."""

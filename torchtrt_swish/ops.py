@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import torch
 
+from .dtypes import DTYPES
+
 _OPS = torch.ops.torchtrt_swish
-_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+_FLOATS = tuple(DTYPES.values())
 
 
 def _check_inputs(x: torch.Tensor, bias: torch.Tensor, what: str) -> None:
@@ -116,9 +118,10 @@ def _swish_backward_vmap(info, in_dims, grad: torch.Tensor, x: torch.Tensor, bia
 # neighbours. The table is inductor's alone: torch.export keeps one torchtrt_swish.swish node per use (its default
 # decompositions are the core ATen table), and Torch-TensorRT builds its own table
 # (py/torch_tensorrt/dynamo/lowering/_decompositions.py get_decompositions(): torch's listed ATen decompositions plus
-# its own; its torch.compile backend hands that table to AOTAutograd), so its converter still sees the op. torch._inductor is private API: tests/test_export_compile.py checks
-# on CPU that inductor's generated code has no call to our op, forward and backward, so a torch release that moves
-# it fails there instead of silently running the opaque kernel. Eager calls keep the bit-exact kernels.
+# its own; its torch.compile backend hands that table to AOTAutograd), so its converter still sees the op.
+# torch._inductor is private API: tests/test_export_compile.py checks on CPU that inductor's generated code has no
+# call to our op, forward and backward, so a torch release that moves it fails there instead of silently running the
+# opaque kernel. Eager calls keep the bit-exact kernels.
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
