@@ -1,6 +1,7 @@
 """The CUDA kernels on the layouts networks use: NCHW activations with a per-channel bias on dim 1 ([C,1,1] and
 [1,C,1,1]), channels_last tensors, planes that are not whole 16-byte packs (7x7, 14x14, odd sizes), planes longer
-than a block (112x112), small planes many to a block ([N, 64, 16] with [64, 1]), blocks of dims before the last.
+than a block (112x112), small planes many to a block ([N, 64, 16] with [64, 1]; in fp16/bf16 the columns kernel with grouped columns),
+blocks of dims before the last.
 
 Together they reach every block shape of the planes backward on the H200 (whole samples, whole planes, split planes;
 16-byte and single-element packs) and the forward's two-channel packs. References: the fp64 CPU formula (samples.reference,
@@ -34,6 +35,9 @@ LAYOUTS = [
     ((1, 3, 99, 99), (3, 1, 1), False),       # 9801, odd and longer than a block: single-element split planes
     ((5, 3, 1000), (3, 1), False),
     ((16, 64, 16), (64, 1), False),           # whole samples per block
+    ((70, 64, 16), (64, 1), False),           # fp16/bf16: grouped columns, 16 columns a channel, a partial row chunk
+    ((33, 2, 64), (2, 1), False),             # fp16/bf16: grouped columns, a 64-column group spanning two warps
+    ((48, 5, 8), (5, 1), False),              # 5-pack rows: no grouped tile fits, planes instead
     ((2, 3, 5, 7), (3, 5, 1), False),         # a block of dims before the last: 15 channels of 7
     ((4, 256, 14, 14), (256, 1, 1), True),    # channels_last
     ((4, 1152, 7, 7), (1152, 1, 1), True),

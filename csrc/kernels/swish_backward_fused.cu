@@ -14,7 +14,8 @@ using namespace detail;
 // matrix partial[R][C] (C = bias elements), and dbias[c] is the sum of column c, added in a fixed order
 // (deterministic, no floating-point atomics). Three shapes of the main work, all views of x as [outer, C, inner]:
 // "rows" (a scalar bias: the tensor is one run), "planes" (inner > 1: per-channel on dim 1, blocks before the last
-// dim) and "columns" (inner == 1: per-channel on the last dim, full, trailing blocks).
+// dim) and "columns" (inner == 1: per-channel on the last dim, full, trailing blocks;
+// and short planes of fp16/bf16 as groups of columns, planGroupedCols).
 //
 
 constexpr int kWARPS = kTHREADS / 32;
@@ -154,6 +155,7 @@ struct ColsPlan
     int64_t rowsPerStep;  // kTHREADS / tilePacks
     int64_t rowsPerBlock; // multiple of rowsPerStep
     int64_t rowChunks;
+    int64_t group;        // consecutive columns that share one bias element (1: a bias per column)
 };
 
 // Block (rowChunk, tile): rows [rowChunk * rowsPerBlock, +rowsPerBlock) x the tile's column packs.
@@ -250,19 +252,44 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
         __syncthreads();
         int const t = static_cast<int>(threadIdx.x);
         int64_t const out = tile * plan.tilePacks * kVEC + t; // column of this thread's sum
+        float sum = 0.0f;
         if (t < width && out < C)
         {
-            float sum = 0.0f;
 #pragma unroll
             for (int w = 0; w < kWARPS; ++w)
             {
                 sum += smem[w * width + t];
             }
-            partial[rowChunk * C + out] = sum;
+            if (plan.group == 1)
+            {
+                partial[rowChunk * C + out] = sum;
+            }
+        }
+        if (plan.group > 1)
+        {
+            // Groups of columns share a bias element: tiles hold whole groups (planner), so each group's column
+            // sums are added here in column order and the partial row has one sum per bias element.
+            int const group = static_cast<int>(plan.group);
+            __syncthreads(); // every warp's sums read
+            if (t < width)
+            {
+                smem[t] = sum;
+            }
+            __syncthreads();
+            int const groups = width / group;
+            if (t < groups)
+            {
+                float s = 0.0f;
+                for (int j = 0; j < group; ++j)
+                {
+                    s += smem[t * group + j];
+                }
+                partial[rowChunk * (C / group) + tile * groups + t] = s;
+            }
         }
         return;
     }
-    // Other tile widths: combine the rowsPerStep threads that share a column element with a fixed tree over the
+    // Other tile widths (never grouped: planGroupedCols): combine the rowsPerStep threads that share a column element with a fixed tree over the
     // rows, in smem laid out [k][row][tilePack]: a warp's threads touch consecutive words at every step (a
     // [row][tilePack][k] layout had 4- to 8-way bank conflicts, which cost small tensors microseconds).
     int const rps = static_cast<int>(plan.rowsPerStep);
@@ -569,11 +596,14 @@ int64_t colTilePacks(int64_t packsPerRow)
     return packsPerRow <= kTHREADS ? packsPerRow : 32;
 }
 
-void planCols(FusedPlan& plan, int64_t n, int64_t channels, bool aligned, int vw)
+// rowLen: elements per row (C for a bias on the last dim, C * inner for grouped columns); group: columns per bias
+// element (planGroupedCols).
+void planCols(FusedPlan& plan, int64_t n, int64_t rowLen, int64_t group, bool aligned, int vw)
 {
     ColsPlan& c = plan.cols;
-    plan.vec = aligned && channels % vw == 0 ? vw : 1;
-    c.packsPerRow = channels / plan.vec;
+    plan.vec = aligned && rowLen % vw == 0 ? vw : 1;
+    c.group = group;
+    c.packsPerRow = rowLen / plan.vec;
     // About two blocks per SM for small tensors, rounded up so the grid fits in one wave of the three resident
     // blocks per SM (a second, partial wave cost a quarter of the time at 2^20 elements), 64K elements per block at
     // the most.
@@ -586,6 +616,30 @@ void planCols(FusedPlan& plan, int64_t n, int64_t channels, bool aligned, int vw
     c.rowsPerBlock = c.rowsPerStep * steps;
     c.rowChunks = (c.rows + c.rowsPerBlock - 1) / c.rowsPerBlock;
     plan.partialRows = c.rowChunks;
+}
+
+// Short planes in half types as grouped columns: x viewed as [outer, C * inner] rows whose columns come in groups of
+// `inner` that share a bias element. Each thread keeps its column's sum over many rows in registers and the block
+// adds the groups once, where the planes kernel spends a reduction per block of a few samples; fp16 and bf16 carry
+// twice the elements per byte of fp32, and that reduction made them issue-bound (0.78 of the 5N floor for
+// [N/1024, 64, 16] in bf16, while fp32 streams at the floor through the planes kernel). Needs whole packs per plane
+// and tiles of whole planes whose warps hold whole rows (the shuffle reduction of the columns kernel).
+bool planGroupedCols(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, int vw)
+{
+    int64_t const rowLen = spec.channels * spec.inner;
+    if (vw != 8 || !aligned || spec.inner % vw != 0)
+    {
+        return false;
+    }
+    int64_t const tilePacks = colTilePacks(rowLen / vw);
+    // Fewer rows than a block steps over at once would leave most of its threads idle.
+    if (32 % tilePacks != 0 || (tilePacks * vw) % spec.inner != 0 || n / rowLen < kTHREADS / tilePacks)
+    {
+        return false;
+    }
+    plan.cols.rows = n / rowLen;
+    planCols(plan, n, rowLen, spec.inner, aligned, vw);
+    return true;
 }
 
 // Planes-kernel plan (swishBackwardPlanesKernel): the widest packs whose blocks can start on plane boundaries, and
@@ -732,7 +786,11 @@ FusedPlan planFused(DType dtype, int64_t n, BiasSpec spec, void const* g, void c
     else if (spec.inner == 1)
     {
         plan.cols.rows = outer;
-        planCols(plan, n, spec.channels, aligned, vw);
+        planCols(plan, n, spec.channels, 1, aligned, vw);
+        plan.kind = FusedKind::kCOLS;
+    }
+    else if (!legacy && planGroupedCols(plan, n, spec, aligned, vw))
+    {
         plan.kind = FusedKind::kCOLS;
     }
     else if (!legacy)
