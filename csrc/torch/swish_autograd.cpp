@@ -8,6 +8,13 @@
 // (grad, jvp, jacrev, jacfwd, hessian; vmap rules live in ops.py), torch.compile / torch.export (AOTAutograd traces
 // through it) and in TorchScript.
 //
+// Compiled autograd (torch._dynamo.config.compiled_autograd) walks the graph nodes of a backward itself and asks each
+// for compiled_args (its saved tensors, lifted to graph inputs) and apply_with_saved (its computation, proxied into the
+// graph). Both nodes answer the way torch's generated nodes (SiluBackward0 ...) do in torch 2.11-2.14: the backward is
+// one functional C++ function of (grads, needs_input_grad, saved tensors), bound once by name into
+// torch._dynamo.compiled_autograd.ops and recorded as one call; dynamo and AOTAutograd then trace through it, so the
+// graph holds torchtrt_swish::swish_backward itself, which inductor decomposes and fuses (ops.py).
+//
 // With f(x) = x * sigmoid(x), s = sigmoid(x):
 //   swish:          y = f(x) + b              dy = f'(x) dx + db (broadcast)
 //   swish_backward: dx = g f'(x), dbias = sum_to(g, bias.shape)
@@ -21,8 +28,10 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 
+#include <array>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,6 +44,10 @@ namespace {
 using torch::autograd::Node;
 using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
+namespace ca = torch::dynamo::autograd;
+
+//! Which of a node's two inputs the running backward wants a grad for.
+using NeedsGrad = std::array<bool, 2>;
 
 // torch >= 2.13 holds graph nodes in c10::intrusive_ptr, earlier releases in std::shared_ptr with torch's deleteNode
 // (it frees long graphs without deep recursion); Edge::function has the type this torch uses.
@@ -107,7 +120,88 @@ at::Tensor siluSecondDerivative(at::Tensor const& x)
     return s * (1 - s) * (2 + x * (1 - 2 * s));
 }
 
-//! Grad node of swish: (dx, dbias) from the output's grad through the op's own backward kernel.
+//! (dx, dbias) of swish for the output's grad, through the op's own backward kernel; undefined where not needed.
+variable_list swishGrads(variable_list const& grads, NeedsGrad needs, at::Tensor const& x, at::Tensor const& bias)
+{
+    variable_list out(2);
+    if (!grads[0].defined() || !(needs[0] || needs[1]))
+    {
+        return out;
+    }
+    auto [dx, dbias] = swishBackwardOp().call(grads[0], x, bias);
+    out[0] = needs[0] ? dx : at::Tensor();
+    out[1] = needs[1] ? dbias : at::Tensor();
+    return out;
+}
+
+//! (d grad, d x) of swish_backward for the grads of its (dx, dbias); bias only contributes its shape.
+variable_list swishBackwardGrads(
+    variable_list const& grads, NeedsGrad needs, at::Tensor const& grad, at::Tensor const& x)
+{
+    at::Tensor const& gDx = grads[0];
+    at::Tensor const& gDbias = grads[1];
+    variable_list out(2);
+    if (!gDx.defined() && !gDbias.defined())
+    {
+        return out;
+    }
+    if (needs[0])
+    {
+        at::Tensor dGrad = gDx.defined() ? opmath(gDx) * siluFirstDerivative(opmath(x)) : at::Tensor();
+        if (gDbias.defined())
+        {
+            at::Tensor const spread = gDbias.expand_symint(x.sym_sizes());
+            dGrad = dGrad.defined() ? dGrad + opmath(spread) : spread;
+        }
+        out[0] = dGrad.to(x.scalar_type());
+    }
+    if (needs[1] && gDx.defined())
+    {
+        out[1] = (opmath(gDx) * opmath(grad) * siluSecondDerivative(opmath(x))).to(x.scalar_type());
+    }
+    return out;
+}
+
+// Compiled autograd hands a bound function its arguments as IValues: needs_input_grad, then the two saved tensors.
+using GradsFn = variable_list(variable_list const&, NeedsGrad, at::Tensor const&, at::Tensor const&);
+
+template <GradsFn* Fn>
+variable_list gradsFromIValues(variable_list const& grads, torch::autograd::ivalue_list const& args)
+{
+    ca::PackedArgs packed(args);
+    auto const needs = packed.unpack<NeedsGrad>();
+    auto const a = packed.unpack<at::Tensor>();
+    auto const b = packed.unpack<at::Tensor>();
+    return Fn(grads, needs, a, b);
+}
+
+//! Records Fn(grads, needs, a, b) as one call in the compiled-autograd graph; a and b are the node's saved tensors,
+//! already swapped for their graph proxies (SwapSavedVariables::before) by the caller.
+template <GradsFn* Fn>
+variable_list recordInCompiledAutograd(Node& node, ca::SwapSavedVariables& saved, std::string const& fnName,
+    variable_list const& grads, at::Tensor const& a, at::Tensor const& b)
+{
+    auto const& py = ca::getPyCompilerInterface();
+    // Bound once per process and function (binding a name twice is an error in torch._dynamo.compiled_autograd.ops);
+    // is_traceable (the default) lets dynamo trace into it instead of running it eagerly behind a graph break.
+    static bool const bound = [&] {
+        std::vector<at::TypePtr> schema{ca::IValuePacker<NeedsGrad>::packed_type(),
+            ca::IValuePacker<at::Tensor>::packed_type(), ca::IValuePacker<at::Tensor>::packed_type()};
+        py->bind_function(saved.get_py_compiler(), fnName, gradsFromIValues<Fn>, std::move(schema));
+        return true;
+    }();
+    (void) bound;
+    ca::PackedArgs packed;
+    packed.pack(NeedsGrad{node.task_should_compute_output(0), node.task_should_compute_output(1)});
+    packed.pack(a);
+    packed.pack(b);
+    // The metadata of the next edges tells compiled autograd how many grads come back, and their shapes.
+    auto const outputMetadata = ca::IValuePacker<std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+        ca::get_input_metadata(node.next_edges()));
+    return py->call_function(saved.get_py_compiler(), "apply_functional", fnName, grads, packed.vec(), outputMetadata);
+}
+
+//! Grad node of swish: (dx, dbias) from the output's grad.
 struct SwishBackwardNode final : Node
 {
     SavedVariable x;
@@ -116,17 +210,8 @@ struct SwishBackwardNode final : Node
     variable_list apply(variable_list&& grads) override
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        variable_list out(2);
-        bool const wantX = task_should_compute_output(0);
-        bool const wantBias = task_should_compute_output(1);
-        if (!grads[0].defined() || !(wantX || wantBias))
-        {
-            return out;
-        }
-        auto [dx, dbias] = swishBackwardOp().call(grads[0], x.unpack(), bias.unpack());
-        out[0] = wantX ? dx : at::Tensor();
-        out[1] = wantBias ? dbias : at::Tensor();
-        return out;
+        return swishGrads(grads, {task_should_compute_output(0), task_should_compute_output(1)}, x.unpack(),
+            bias.unpack());
     }
 
     std::string name() const override
@@ -140,9 +225,28 @@ struct SwishBackwardNode final : Node
         x.reset_data();
         bias.reset_data();
     }
+
+    // The node's state is its two saved inputs; compiled autograd lifts them to graph inputs.
+    void compiled_args(ca::CompiledNodeArgs& args) const override
+    {
+        args.collect(x, /*is_output=*/false);
+        args.collect(bias, /*is_output=*/false);
+    }
+
+    variable_list apply_with_saved(variable_list const& grads, ca::SwapSavedVariables& saved) override
+    {
+        saved.before(x);
+        saved.before(bias);
+        // A Python identifier: it becomes an attribute of torch._dynamo.compiled_autograd.ops and a name in FX code.
+        auto out = recordInCompiledAutograd<swishGrads>(*this, saved, "torchtrt_swish_SwishBackward", grads,
+            x.unpack(), bias.unpack());
+        saved.after(x);
+        saved.after(bias);
+        return out;
+    }
 };
 
-//! Grad node of swish_backward (double backward): grads of (grad, x); bias only contributes its shape.
+//! Grad node of swish_backward (double backward): grads of (grad, x).
 struct SwishBackwardBackwardNode final : Node
 {
     SavedVariable grad;
@@ -151,30 +255,8 @@ struct SwishBackwardBackwardNode final : Node
     variable_list apply(variable_list&& grads) override
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        at::Tensor const& gDx = grads[0];
-        at::Tensor const& gDbias = grads[1];
-        variable_list out(2);
-        if (!gDx.defined() && !gDbias.defined())
-        {
-            return out;
-        }
-        at::Tensor const xs = x.unpack();
-        if (task_should_compute_output(0))
-        {
-            at::Tensor dGrad = gDx.defined() ? opmath(gDx) * siluFirstDerivative(opmath(xs)) : at::Tensor();
-            if (gDbias.defined())
-            {
-                at::Tensor const spread = gDbias.expand_symint(xs.sym_sizes());
-                dGrad = dGrad.defined() ? dGrad + opmath(spread) : spread;
-            }
-            out[0] = dGrad.to(xs.scalar_type());
-        }
-        if (task_should_compute_output(1) && gDx.defined())
-        {
-            at::Tensor const xf = opmath(xs);
-            out[1] = (opmath(gDx) * opmath(grad.unpack()) * siluSecondDerivative(xf)).to(xs.scalar_type());
-        }
-        return out;
+        return swishBackwardGrads(grads, {task_should_compute_output(0), task_should_compute_output(1)},
+            grad.unpack(), x.unpack());
     }
 
     std::string name() const override
@@ -187,6 +269,23 @@ struct SwishBackwardBackwardNode final : Node
         std::lock_guard<std::mutex> lock(mutex_);
         grad.reset_data();
         x.reset_data();
+    }
+
+    void compiled_args(ca::CompiledNodeArgs& args) const override
+    {
+        args.collect(grad, /*is_output=*/false);
+        args.collect(x, /*is_output=*/false);
+    }
+
+    variable_list apply_with_saved(variable_list const& grads, ca::SwapSavedVariables& saved) override
+    {
+        saved.before(grad);
+        saved.before(x);
+        auto out = recordInCompiledAutograd<swishBackwardGrads>(*this, saved, "torchtrt_swish_SwishBackwardBackward",
+            grads, grad.unpack(), x.unpack());
+        saved.after(grad);
+        saved.after(x);
+        return out;
     }
 };
 
