@@ -99,6 +99,20 @@ def time_loop(fn, k: int, reps: int) -> float:
     return statistics.median(timed_round(lambda: calls(fn, k), k) for _ in range(reps))
 
 
+def time_loops_interleaved(fns: dict, k: int, reps: int) -> dict:
+    """time_loop for several variants whose rounds alternate: host-bound rows drift with the machine's load, and
+    interleaving gives every variant the same drift. Returns name -> median microseconds per call."""
+    for fn in fns.values():
+        for _ in range(3):
+            fn()
+    torch.cuda.synchronize()
+    times: dict = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            times[name].append(timed_round(lambda fn=fn: calls(fn, k), k))
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
 def calls(fn, k: int) -> None:
     """k back-to-back calls of fn()."""
     for _ in range(k):
