@@ -131,7 +131,7 @@ def test_eager_forward_backward_with_inductor(device, dtype):
     assert _captures() == 1
     assert codes, "inductor generated no code for the compiled-autograd graph"
     for code in codes:
-        assert "torchtrt_swish" not in code, code
+        assert "torch.ops.torchtrt_swish" not in code, code  # kernels may still name it in comments
     _assert_grads_match_reference(m, x, g)
 
 
