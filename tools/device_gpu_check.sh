@@ -72,9 +72,9 @@ if [[ $steps == *all* || $steps == *bench* ]]; then
 fi
 layouts_bench() {
     # $1: seconds for the main table. Cases and dtypes the A/B repeats with the previous layout paths (ours only).
-    timeout "$1" python3 benchmarks/bench_layouts.py --out "$OUT/layouts.csv" ${LAYOUT_ARGS:---quick --dtypes bf16,fp32} \
+    timeout "$1" python3 benchmarks/bench_layouts.py --out "$OUT/layouts.csv" ${LAYOUT_ARGS:---quick --dtypes fp16,bf16,fp32} \
         2>&1 | tee -a "$OUT/benchmarks.log" | grep -v "^wrote"
-    timeout 30 python3 benchmarks/bench_layouts.py --legacy --variants ours --timing graph --dtypes bf16,fp32 \
+    timeout 30 python3 benchmarks/bench_layouts.py --legacy --variants ours --timing graph --dtypes bf16 \
         --cases nchw_1152x7x7_n128,nchw_256x14x14_n64,nchw_32x112x112_n128,dim1_64x16_2^24 \
         --out "$OUT/layouts_legacy.csv" 2>&1 | tee -a "$OUT/benchmarks.log" | grep -E "^(case|nchw|dim1|device)"
 }
@@ -96,7 +96,7 @@ if [[ $steps == *issue15* ]]; then
     [ $prc -eq 0 ] || rc=1
     wait
     cat "$OUT"/sanitize_*.tmp > "$OUT/sanitize.log"; rm -f "$OUT"/sanitize_*.tmp
-    layouts_bench 90
+    layouts_bench 170
     EFFNET_ARGS=${EFFNET_ARGS:---compile-tasks train} effnet_bench 130
 fi
 if [[ $steps == *layouts* ]]; then
