@@ -233,12 +233,17 @@ def test_plugin_objects_keep_no_device_memory(h, creator, tt):
             p.close()
 
     cycle(50)
-    torch.cuda.synchronize()
-    free_before, _ = torch.cuda.mem_get_info()
-    cycle(10_000)  # any per-object device allocation (>= 512 bytes each) would show as >= 5 MiB here
-    torch.cuda.synchronize()
-    free_after, _ = torch.cuda.mem_get_info()
-    assert free_before - free_after < 2 * 2**20
+    # mem_get_info counts the whole device, so other processes on it (parallel test workers, a sanitizer run) move
+    # it too: a leak shows in every round, their allocations in some at most.
+    drops = []
+    for _ in range(3):
+        torch.cuda.synchronize()
+        free_before, _ = torch.cuda.mem_get_info()
+        cycle(10_000)  # any per-object device allocation (>= 512 bytes each) would show as >= 5 MiB here
+        torch.cuda.synchronize()
+        free_after, _ = torch.cuda.mem_get_info()
+        drops.append(free_before - free_after)
+    assert min(drops) < 2 * 2**20, f"device memory lost per round of 10000 plugin objects: {drops}"
 
 
 HUGE = 2**31 + 77  # elements: past int32 indexing
