@@ -5,10 +5,10 @@
 # Usage: bash tools/device_gpu_check.sh [tests|sanitize|bench|plugin|ncu|cpu|debug|layouts|effnet|issue15|all]...
 #   layouts: benchmarks/bench_layouts.py (LAYOUT_ARGS, default --quick) plus an A/B of the kernels' previous layout
 #            paths on the dim-1 cases; effnet: benchmarks/bench_efficientnet.py (EFFNET_ARGS).
-#   issue15: everything issue 15 needs in one call of about 9 minutes with the build: `cuda` tests (4 pytest workers)
-#            next to compute-sanitizer memcheck and racecheck on the layout paths, then both benchmarks alone on the
-#            GPU; each step under a timeout, so a slow one costs its rows, not the call. Of the compiled EfficientNet
-#            rows it runs bf16 training (the `effnet` step runs all).
+#   issue15: the checks and the layout table of issue 15 in one call of about 8 minutes with the build: `cuda` tests
+#            (4 pytest workers) next to compute-sanitizer memcheck and racecheck on the layout paths, then the layout
+#            table (three dtypes) alone on the GPU; each step under a timeout, so a slow one costs its rows, not the
+#            call. The EfficientNet table needs a call of its own (`effnet`): with it the call passed 600 s.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -97,7 +97,6 @@ if [[ $steps == *issue15* ]]; then
     wait
     cat "$OUT"/sanitize_*.tmp > "$OUT/sanitize.log"; rm -f "$OUT"/sanitize_*.tmp
     layouts_bench 170
-    EFFNET_ARGS=${EFFNET_ARGS:---compile-tasks train} effnet_bench 130
 fi
 if [[ $steps == *layouts* ]]; then
     layouts_bench 230
