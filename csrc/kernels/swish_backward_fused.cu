@@ -78,8 +78,8 @@ __global__ void __launch_bounds__(kFINAL_THREADS) finalizeColumnsKernel(float co
             s += partial[r * C + c];
         }
     }
-    // The lanes of a column inside a warp (same tx) by an xor tree, then the warps' sums in warp order: one barrier
-    // (a shared-memory tree over 1024 lanes took ten, 3 us for a scalar bias's 1024 partial sums on the H200).
+    // The lanes of a column inside a warp (same tx) by an xor tree, then the warps' sums in warp order: one barrier,
+    // where a shared-memory tree needs one per level (ten for 1024 lanes), which dominated small column sums.
     for (int o = colsPer; o < 32; o <<= 1)
     {
         s += __shfl_xor_sync(0xffffffffU, s, o);
@@ -629,9 +629,9 @@ void planCols(FusedPlan& plan, int64_t n, int64_t rowLen, int64_t group, bool al
 // Short planes in half types as grouped columns: x viewed as [outer, C * inner] rows whose columns come in groups of
 // `inner` that share a bias element. Each thread keeps its column's sum over many rows in registers and the block
 // adds the groups once, where the planes kernel spends a reduction per block of a few samples; fp16 and bf16 carry
-// twice the elements per byte of fp32, and that reduction made them issue-bound (0.78 of the 5N floor for
-// [N/1024, 64, 16] in bf16, while fp32 streams at the floor through the planes kernel). Needs whole packs per plane
-// and tiles of whole planes whose warps hold whole rows (the shuffle reduction of the columns kernel).
+// twice the elements per byte of fp32, and that reduction makes them issue-bound, while fp32 streams at the floor
+// through the planes kernel (docs/performance-notes.md). Needs whole packs per plane and tiles of whole planes whose
+// warps hold whole rows (the shuffle reduction of the columns kernel).
 bool planGroupedCols(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, int vw)
 {
     int64_t const rowLen = spec.channels * spec.inner;
