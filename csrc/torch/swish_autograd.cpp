@@ -201,93 +201,62 @@ variable_list recordInCompiledAutograd(Node& node, ca::SwapSavedVariables& saved
     return py->call_function(saved.get_py_compiler(), "apply_functional", fnName, grads, packed.vec(), outputMetadata);
 }
 
-//! Grad node of swish: (dx, dbias) from the output's grad.
-struct SwishBackwardNode final : Node
+//! A grad node whose state is two saved inputs and whose backward is Fn(grads, needs, first, second). kName is the
+//! node's name in autograd's messages, kOpsName the Python identifier compiled autograd binds Fn under (an attribute
+//! of torch._dynamo.compiled_autograd.ops and a name in FX code).
+template <GradsFn* Fn, char const* kName, char const* kOpsName>
+struct TwoSavedNode final : Node
 {
-    SavedVariable x;
-    SavedVariable bias;
+    SavedVariable first;
+    SavedVariable second;
 
     variable_list apply(variable_list&& grads) override
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        return swishGrads(grads, {task_should_compute_output(0), task_should_compute_output(1)}, x.unpack(),
-            bias.unpack());
+        return Fn(grads, {task_should_compute_output(0), task_should_compute_output(1)}, first.unpack(),
+            second.unpack());
     }
 
     std::string name() const override
     {
-        return "torchtrt_swish::SwishBackward";
+        return kName;
     }
 
     void release_variables() override
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        x.reset_data();
-        bias.reset_data();
+        first.reset_data();
+        second.reset_data();
     }
 
     // The node's state is its two saved inputs; compiled autograd lifts them to graph inputs.
     void compiled_args(ca::CompiledNodeArgs& args) const override
     {
-        args.collect(x, /*is_output=*/false);
-        args.collect(bias, /*is_output=*/false);
+        args.collect(first, /*is_output=*/false);
+        args.collect(second, /*is_output=*/false);
     }
 
     variable_list apply_with_saved(variable_list const& grads, ca::SwapSavedVariables& saved) override
     {
-        saved.before(x);
-        saved.before(bias);
-        // A Python identifier: it becomes an attribute of torch._dynamo.compiled_autograd.ops and a name in FX code.
-        auto out = recordInCompiledAutograd<swishGrads>(*this, saved, "torchtrt_swish_SwishBackward", grads,
-            x.unpack(), bias.unpack());
-        saved.after(x);
-        saved.after(bias);
+        saved.before(first);
+        saved.before(second);
+        auto out = recordInCompiledAutograd<Fn>(*this, saved, kOpsName, grads, first.unpack(), second.unpack());
+        saved.after(first);
+        saved.after(second);
         return out;
     }
 };
 
-//! Grad node of swish_backward (double backward): grads of (grad, x).
-struct SwishBackwardBackwardNode final : Node
-{
-    SavedVariable grad;
-    SavedVariable x;
+constexpr char kSwishBackwardName[] = "torchtrt_swish::SwishBackward";
+constexpr char kSwishBackwardOpsName[] = "torchtrt_swish_SwishBackward";
+constexpr char kSwishBackwardBackwardName[] = "torchtrt_swish::SwishBackwardBackward";
+constexpr char kSwishBackwardBackwardOpsName[] = "torchtrt_swish_SwishBackwardBackward";
 
-    variable_list apply(variable_list&& grads) override
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return swishBackwardGrads(grads, {task_should_compute_output(0), task_should_compute_output(1)},
-            grad.unpack(), x.unpack());
-    }
-
-    std::string name() const override
-    {
-        return "torchtrt_swish::SwishBackwardBackward";
-    }
-
-    void release_variables() override
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        grad.reset_data();
-        x.reset_data();
-    }
-
-    void compiled_args(ca::CompiledNodeArgs& args) const override
-    {
-        args.collect(grad, /*is_output=*/false);
-        args.collect(x, /*is_output=*/false);
-    }
-
-    variable_list apply_with_saved(variable_list const& grads, ca::SwapSavedVariables& saved) override
-    {
-        saved.before(grad);
-        saved.before(x);
-        auto out = recordInCompiledAutograd<swishBackwardGrads>(*this, saved, "torchtrt_swish_SwishBackwardBackward",
-            grads, grad.unpack(), x.unpack());
-        saved.after(grad);
-        saved.after(x);
-        return out;
-    }
-};
+//! Grad node of swish: saves (x, bias); (dx, dbias) from the output's grad.
+using SwishBackwardNode = TwoSavedNode<swishGrads, kSwishBackwardName, kSwishBackwardOpsName>;
+//! Grad node of swish_backward (double backward): saves (grad, x); grads of (grad, x).
+using SwishBackwardBackwardNode
+    = TwoSavedNode<swishBackwardGrads, kSwishBackwardBackwardName, kSwishBackwardBackwardOpsName>;
 
 at::Tensor swishAutograd(c10::DispatchKeySet ks, at::Tensor const& x, at::Tensor const& bias)
 {
@@ -296,8 +265,8 @@ at::Tensor swishAutograd(c10::DispatchKeySet ks, at::Tensor const& x, at::Tensor
     {
         node = makeNode<SwishBackwardNode>();
         node->set_next_edges(torch::autograd::collect_next_edges(x, bias));
-        node->x = SavedVariable(x, /*is_output=*/false);
-        node->bias = SavedVariable(bias, /*is_output=*/false);
+        node->first = SavedVariable(x, /*is_output=*/false);
+        node->second = SavedVariable(bias, /*is_output=*/false);
     }
     at::Tensor y;
     {
@@ -335,8 +304,8 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardAutograd(
     {
         node = makeNode<SwishBackwardBackwardNode>();
         node->set_next_edges(torch::autograd::collect_next_edges(grad, x));
-        node->grad = SavedVariable(grad, /*is_output=*/false);
-        node->x = SavedVariable(x, /*is_output=*/false);
+        node->first = SavedVariable(grad, /*is_output=*/false);
+        node->second = SavedVariable(x, /*is_output=*/false);
     }
     at::Tensor dx;
     at::Tensor dbias;
