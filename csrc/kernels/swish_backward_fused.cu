@@ -297,9 +297,10 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
         }
         return;
     }
-    // Other tile widths (never grouped: planGroupedCols): combine the rowsPerStep threads that share a column element with a fixed tree over the
-    // rows, in smem laid out [k][row][tilePack]: a warp's threads touch consecutive words at every step (a
-    // [row][tilePack][k] layout had 4- to 8-way bank conflicts, which cost small tensors microseconds).
+    // Other tile widths (never grouped: planGroupedCols): combine the rowsPerStep threads that share a column element
+    // with a fixed tree over the rows, in smem laid out [k][row][tilePack]: a warp's threads touch consecutive words
+    // at every step (a [row][tilePack][k] layout had 4- to 8-way bank conflicts, which cost small tensors
+    // microseconds).
     int const rps = static_cast<int>(plan.rowsPerStep);
     auto at = [&](int k, int row) -> float& { return smem[(k * rps + row) * tilePacks + tp]; };
     if (tr < rps)
@@ -635,7 +636,7 @@ void planCols(FusedPlan& plan, int64_t n, int64_t rowLen, int64_t group, bool al
 bool planGroupedCols(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, int vw)
 {
     int64_t const rowLen = spec.channels * spec.inner;
-    if (vw != 8 || !aligned || spec.inner % vw != 0)
+    if (vw != vecWidth(DType::kFLOAT16) || !aligned || spec.inner % vw != 0) // fp16 and bf16 only
     {
         return false;
     }
