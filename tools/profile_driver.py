@@ -6,7 +6,8 @@ The layouts are bench_swish's: x is [N/256, 256], scalar bias [1] or per-channel
 --layouts, bench_layouts' cases by name (e.g. nchw_32x112x112_n128,dim1_64x16_2^24), whose sizes --sizes then ignores.
 --with-compile also runs torch.compile of x * sigmoid(x) + b (bench_swish's peer) in the same ranges, so the
 profiler times inductor's kernels next to ours. --torch-profiler needs no external profiler: it prints each variant's
-kernels with their mean times (torch.profiler), e.g. `--layouts flat_2^24 --dtypes float16 --with-compile --torch-profiler`.
+kernels with their mean times (torch.profiler), e.g.
+    python3 tools/profile_driver.py --layouts flat_2^24 --dtypes float16 --with-compile --torch-profiler
 """
 from __future__ import annotations
 
