@@ -210,6 +210,20 @@ struct TwoSavedNode final : Node
     SavedVariable first;
     SavedVariable second;
 
+    //! A node saving (a, b) with edges to both when either requires grad, else null (no graph to build).
+    static auto forInputs(at::Tensor const& a, at::Tensor const& b)
+    {
+        decltype(makeNode<TwoSavedNode>()) node;
+        if (torch::autograd::compute_requires_grad(a, b))
+        {
+            node = makeNode<TwoSavedNode>();
+            node->set_next_edges(torch::autograd::collect_next_edges(a, b));
+            node->first = SavedVariable(a, /*is_output=*/false);
+            node->second = SavedVariable(b, /*is_output=*/false);
+        }
+        return node;
+    }
+
     variable_list apply(variable_list&& grads) override
     {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -260,14 +274,7 @@ using SwishBackwardBackwardNode
 
 at::Tensor swishAutograd(c10::DispatchKeySet ks, at::Tensor const& x, at::Tensor const& bias)
 {
-    decltype(makeNode<SwishBackwardNode>()) node;
-    if (torch::autograd::compute_requires_grad(x, bias))
-    {
-        node = makeNode<SwishBackwardNode>();
-        node->set_next_edges(torch::autograd::collect_next_edges(x, bias));
-        node->first = SavedVariable(x, /*is_output=*/false);
-        node->second = SavedVariable(bias, /*is_output=*/false);
-    }
+    auto const node = SwishBackwardNode::forInputs(x, bias);
     at::Tensor y;
     {
         at::AutoDispatchBelowADInplaceOrView guard;
@@ -299,14 +306,7 @@ at::Tensor swishAutograd(c10::DispatchKeySet ks, at::Tensor const& x, at::Tensor
 std::tuple<at::Tensor, at::Tensor> swishBackwardAutograd(
     c10::DispatchKeySet ks, at::Tensor const& grad, at::Tensor const& x, at::Tensor const& bias)
 {
-    decltype(makeNode<SwishBackwardBackwardNode>()) node;
-    if (torch::autograd::compute_requires_grad(grad, x))
-    {
-        node = makeNode<SwishBackwardBackwardNode>();
-        node->set_next_edges(torch::autograd::collect_next_edges(grad, x));
-        node->first = SavedVariable(grad, /*is_output=*/false);
-        node->second = SavedVariable(x, /*is_output=*/false);
-    }
+    auto const node = SwishBackwardBackwardNode::forInputs(grad, x);
     at::Tensor dx;
     at::Tensor dbias;
     {
