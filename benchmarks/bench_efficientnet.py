@@ -13,7 +13,9 @@ same biases; before timing, their eval outputs must agree (fp32; the op's fp32 f
               swish biases stay fp32 parameters, convolutions and activations run in bf16; both swish modules cast
               their bias to x's dtype) -- or, with --bf16 cast, model.to(torch.bfloat16) and a bf16 input.
   compiled:   torch.compile(model) (default inductor backend, default mode), one compile per dtype x task x variant.
-Timing: triton.testing.do_bench (CUDA events, L2 flushed before each call), median in ms, after a warm-up call.
+Timing: triton.testing.do_bench (CUDA events, L2 flushed before each call), median in ms, after a warm-up call;
+--rounds rounds per row with the variants' order alternating, each variant's median over the rounds (the CSV also
+has each variant's spread over them, (max - min) / median).
 
 Usage (H200): python benchmarks/bench_efficientnet.py --out $OUT/efficientnet.csv [--dtypes fp32,bf16]
     [--compile-dtypes bf16] [--tasks train,inference] [--compile-tasks train,inference] [--batch 128]
@@ -27,6 +29,7 @@ import argparse
 import contextlib
 import copy
 import signal
+import statistics
 import sys
 from pathlib import Path
 
@@ -136,7 +139,8 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--bf16", choices=["autocast", "cast"], default="autocast")
     ap.add_argument("--channels-last", action="store_true")
-    ap.add_argument("--rep-ms", type=int, default=1000, help="do_bench's rep (ms of timed calls per row)")
+    ap.add_argument("--rep-ms", type=int, default=1000, help="do_bench's rep (ms of timed calls per round)")
+    ap.add_argument("--rounds", type=int, default=4, help="timing rounds per row, alternating the variants' order")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_efficientnet: needs a CUDA GPU")
@@ -157,7 +161,8 @@ def main() -> int:
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, EfficientNet-B0 batch {args.batch}, "
           f"{'channels_last' if args.channels_last else 'NCHW'}, {swaps} SiLU replaced, bf16 by {args.bf16}; "
           f"ours vs plain eval logits: relative error {err:.1e}")
-    print(f"{'dtype':5} {'mode':8} {'task':9} {'plain ms':>9} {'ours ms':>9} {'ours/plain':>10}", flush=True)
+    print(f"{'dtype':5} {'mode':8} {'task':9} {'plain ms':>9} {'ours ms':>9} {'ours/plain':>10} {'spread':>13}",
+          flush=True)
     rows = []
     compile_dtypes = [d for d in args.compile_dtypes.split(",") if d]
     try:
@@ -175,21 +180,32 @@ def main() -> int:
                 for task in (args.tasks if mode == "eager" else args.compile_tasks).split(","):
                     row = {"dtype": dname, "bf16": args.bf16 if dname == "bf16" else "", "mode": mode, "task": task,
                            "batch": args.batch, "format": "channels_last" if args.channels_last else "contiguous"}
+                    runs = {}
                     for name, model in models.items():
-                        m = torch.compile(model) if mode == "compile" else model
-                        run = step_fn(m, task, x, labels, amp)
-                        run()  # compiles (compiled rows) and warms up
-                        torch.cuda.synchronize()
-                        row[f"{name}_ms"] = do_bench(run, warmup=200, rep=args.rep_ms, return_mode="median")
-                        del m, run
-                        torch.cuda.empty_cache()
+                        runs[name] = step_fn(torch.compile(model) if mode == "compile" else model, task, x, labels,
+                                             amp)
+                        runs[name]()  # compiles (compiled rows) and warms up
+                    torch.cuda.synchronize()
+                    # Rounds alternate the order (plain, ours, ours, plain, ...) and each variant's median over them
+                    # is reported: one timing per variant swung by 20 % between processes for the compiled step.
+                    times: dict = {name: [] for name in runs}
+                    for r in range(args.rounds):
+                        for name in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
+                            times[name].append(do_bench(runs[name], warmup=200, rep=args.rep_ms,
+                                                        return_mode="median"))
+                    for name, t in times.items():
+                        row[f"{name}_ms"] = statistics.median(t)
+                        row[f"{name}_spread"] = (max(t) - min(t)) / statistics.median(t)
+                    del runs
+                    torch.cuda.empty_cache()
                     row["ours_over_plain"] = row["ours_ms"] / row["plain_ms"]
                     rows.append(row)
                     print(f"{dname:5} {mode:8} {task:9} {row['plain_ms']:9.2f} {row['ours_ms']:9.2f} "
-                          f"{row['ours_over_plain']:10.3f}", flush=True)
+                          f"{row['ours_over_plain']:10.3f} {row['plain_spread']:6.1%} {row['ours_spread']:6.1%}",
+                          flush=True)
     finally:
         bench_swish.write_csv(rows, args.out, ("dtype", "bf16", "mode", "task", "batch", "format", "plain_ms",
-                                               "ours_ms", "ours_over_plain"))
+                                               "ours_ms", "ours_over_plain", "plain_spread", "ours_spread"))
         print(f"wrote {args.out} ({len(rows)} rows)")
     return 0
 
