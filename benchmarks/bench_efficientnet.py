@@ -196,13 +196,14 @@ def main() -> int:
                     for name, t in times.items():
                         row[f"{name}_ms"] = statistics.median(t)
                         row[f"{name}_spread"] = (max(t) - min(t)) / statistics.median(t)
+                        row[f"{name}_rounds"] = " ".join(f"{v:.2f}" for v in t)
                     del runs
                     torch.cuda.empty_cache()
                     row["ours_over_plain"] = row["ours_ms"] / row["plain_ms"]
                     rows.append(row)
                     print(f"{dname:5} {mode:8} {task:9} {row['plain_ms']:9.2f} {row['ours_ms']:9.2f} "
-                          f"{row['ours_over_plain']:10.3f} {row['plain_spread']:6.1%} {row['ours_spread']:6.1%}",
-                          flush=True)
+                          f"{row['ours_over_plain']:10.3f} {row['plain_spread']:6.1%} {row['ours_spread']:6.1%}  "
+                          f"rounds: plain {row['plain_rounds']} / ours {row['ours_rounds']}", flush=True)
     finally:
         bench_swish.write_csv(rows, args.out, ("dtype", "bf16", "mode", "task", "batch", "format", "plain_ms",
                                                "ours_ms", "ours_over_plain", "plain_spread", "ours_spread"))
