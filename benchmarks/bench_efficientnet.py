@@ -13,9 +13,9 @@ same biases; before timing, their eval outputs must agree (fp32; the op's fp32 f
               swish biases stay fp32 parameters, convolutions and activations run in bf16; both swish modules cast
               their bias to x's dtype) -- or, with --bf16 cast, model.to(torch.bfloat16) and a bf16 input.
   compiled:   torch.compile(model) (default inductor backend, default mode), one compile per dtype x task x variant.
-Timing: triton.testing.do_bench (CUDA events, L2 flushed before each call), median in ms, after --warmup-steps untimed calls;
---rounds rounds per row with the variants' order alternating, each variant's median over the rounds (the CSV also
-has each variant's spread over them, (max - min) / median).
+Timing: triton.testing.do_bench (CUDA events, L2 flushed before each call), median in ms, after --warmup-steps
+untimed calls; --rounds rounds per row with the variants' order alternating, each variant's median over the rounds
+(the CSV also has each round's time and each variant's spread, (max - min) / median).
 
 Usage (H200): python benchmarks/bench_efficientnet.py --out $OUT/efficientnet.csv [--dtypes fp32,bf16]
     [--compile-dtypes bf16] [--tasks train,inference] [--compile-tasks train,inference] [--batch 128]
@@ -141,7 +141,7 @@ def main() -> int:
     ap.add_argument("--channels-last", action="store_true")
     ap.add_argument("--rep-ms", type=int, default=1000, help="do_bench's rep (ms of timed calls per round)")
     ap.add_argument("--warmup-steps", type=int, default=10,
-                    help="untimed calls per variant first (compiled training kept getting faster over its first rounds)")
+                    help="untimed calls per variant first (compiled training got faster over its first rounds)")
     ap.add_argument("--rounds", type=int, default=4, help="timing rounds per row, alternating the variants' order")
     args = ap.parse_args()
     if not torch.cuda.is_available():
