@@ -3,9 +3,13 @@
 Needs no GPU: nvcc -Xptxas -v for the resource report and cuobjdump (the toolkit's, or the copy Triton ships) for
 the SASS. Prints a Markdown table; the vectorized kernels (pack width 4 for fp32, 8 for fp16/bf16) must show only
 128-bit global loads and stores (LDG.E.128 / STG.E.128) for x, g, y and dx, and the forward kernels that small
-fp16/bf16 tensors take on purpose (pack width 4, 8 bytes) only 64-bit ones (LDG.E.64 / STG.E.64).
+fp16/bf16 tensors take on purpose (pack width 4, 8 bytes) only 64-bit ones (LDG.E.64 / STG.E.64). "loads first":
+whether a kernel issues its first round of 128-bit loads before it uses any of them (waits_between_loads); --check
+(and tests/test_kernel_report.py) hold the backward kernels to it. Two bf16 forward kernels (full and last-dim bias,
+two packs per thread) convert their first x pack before their last 128-bit load, which may be a bias pack (L1/L2
+resident); what that costs is not measured.
 
-Usage: python benchmarks/kernel_report.py [--arch 90]
+Usage: python benchmarks/kernel_report.py [--arch 90] [--check]
 """
 from __future__ import annotations
 
@@ -21,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def cuobjdump() -> str:
-    """The toolkit's cuobjdump, else the one in Triton's wheel."""
+def cuobjdump() -> str | None:
+    """The toolkit's cuobjdump, else the one in Triton's wheel (torch's CUDA builds install it); None if neither."""
     found = shutil.which("cuobjdump") or (Path("/usr/local/cuda/bin/cuobjdump") if Path(
         "/usr/local/cuda/bin/cuobjdump").exists() else None)
     if found:
@@ -35,7 +39,7 @@ def cuobjdump() -> str:
             return str(cand)
     except ImportError:
         pass
-    raise SystemExit("kernel_report: no cuobjdump (install the CUDA toolkit or triton)")
+    return None
 
 
 def demangle_short(name: str) -> str:
@@ -58,58 +62,116 @@ def demangle_short(name: str) -> str:
     return tag
 
 
-def main() -> int:
-    """Compile, parse, print."""
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--arch", default="90")
-    args = ap.parse_args()
-    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+# A register operand: R12, R12.reuse, -R12, |R12|, R12.H1_H1, R12.64 (a pair).
+_REG = re.compile(r"\bR(\d+)(\.64)?")
+
+
+def _regs(operands: str) -> set[int]:
+    """Registers an operand list names (a .64 operand names two)."""
+    out: set[int] = set()
+    for m in _REG.finditer(operands):
+        r = int(m.group(1))
+        out.update((r, r + 1) if m.group(2) else (r,))
+    return out
+
+
+def waits_between_loads(instructions: list[str]) -> list[str]:
+    """Instructions that use a 128-bit load's result before the kernel's first round of loads has been issued.
+
+    The round is every LDG.E.128 from the first one up to the first MUFU.EX2 (the math starts with exp; an earlier
+    MUFU.RCP can belong to an integer division of the index math). An instruction
+    in between that reads a register such a load wrote makes the warp wait for that load before it can issue the
+    next one, so a thread's loads go out one after another instead of together (how the bf16 planes backward lost
+    10 %: the compiler put the conversions right behind each load pair). Returns those instructions, [] when the
+    round is clean or the kernel has no 128-bit loads."""
+    math = next((i for i, ins in enumerate(instructions) if "MUFU.EX2" in ins), len(instructions))
+    loads = [i for i, ins in enumerate(instructions[:math]) if "LDG.E.128" in ins]
+    if not loads:
+        return []
+    loaded: set[int] = set()
+    bad = []
+    for ins in instructions[loads[0]:loads[-1] + 1]:
+        body = re.sub(r"^@!?U?P\w+\s+", "", ins.strip())
+        op, _, operands = body.partition(" ")
+        dest, _, sources = operands.partition(",")
+        if op.startswith("LDG.E.128"):
+            r = int(re.match(r"\s*R(\d+)", dest).group(1))
+            loaded.update(range(r, r + 4))
+        elif not op.startswith("LDG") and _regs(sources if not op.startswith(("STG", "STS")) else operands) & loaded:
+            bad.append(body)
+    return bad
+
+
+def compile_kernels(arch: str, nvcc: str, dump: str) -> tuple[dict[str, dict], dict[str, list[str]]]:
+    """Compile csrc/kernels/*.cu for sm_<arch>: ptxas resources per kernel and each kernel's SASS instructions."""
     ptxas_log, sass = "", ""
     with tempfile.TemporaryDirectory() as tmp:
         for src in sorted((ROOT / "csrc" / "kernels").glob("*.cu")):
             obj = Path(tmp) / f"{src.stem}.o"
             proc = subprocess.run([nvcc, "-std=c++17", "-O3", "-c", "-Xcompiler", "-fPIC", f"-I{ROOT / 'csrc'}",
-                                   "-gencode", f"arch=compute_{args.arch},code=sm_{args.arch}", "-Xptxas", "-v",
+                                   "-gencode", f"arch=compute_{arch},code=sm_{arch}", "-Xptxas", "-v",
                                    str(src), "-o", str(obj)],
                                   capture_output=True, text=True, check=True)
             ptxas_log += proc.stderr
-            sass += subprocess.run([cuobjdump(), "--dump-sass", str(obj)], capture_output=True, text=True,
+            sass += subprocess.run([dump, "--dump-sass", str(obj)], capture_output=True, text=True,
                                    check=True).stdout
-        res: dict[str, dict] = {}
-        current = None
-        for line in ptxas_log.splitlines():
-            m = re.search(r"Function properties for (\S+)", line)
-            if m:
-                current = m.group(1)
-                res.setdefault(current, {})
-                continue
-            if current is None:
-                continue
-            m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
-            if m:
-                res[current].update(stack=int(m.group(1)), spill_st=int(m.group(2)), spill_ld=int(m.group(3)))
-            m = re.search(r"Used (\d+) registers", line)
-            if m:
-                res[current]["regs"] = int(m.group(1))
-    mem: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    res: dict[str, dict] = {}
+    current = None
+    for line in ptxas_log.splitlines():
+        m = re.search(r"Function properties for (\S+)", line)
+        if m:
+            current = m.group(1)
+            res.setdefault(current, {})
+            continue
+        if current is None:
+            continue
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m:
+            res[current].update(stack=int(m.group(1)), spill_st=int(m.group(2)), spill_ld=int(m.group(3)))
+        m = re.search(r"Used (\d+) registers", line)
+        if m:
+            res[current]["regs"] = int(m.group(1))
+    code: dict[str, list[str]] = collections.defaultdict(list)
     fn = None
     for line in sass.splitlines():
         m = re.search(r"Function : (\S+)", line)
         if m:
             fn = m.group(1)
             continue
-        m = re.search(r"\b((?:LDG|STG)\.E(?:\.[A-Z0-9]+)*)", line)
+        m = re.search(r"/\*[0-9a-f]{4,}\*/\s+([^;]+);", line)
         if fn and m:
-            op = m.group(1).replace(".CONSTANT", "").replace(".EL", "")
-            mem[fn][op] += 1
-    print("| kernel | regs | stack | spills (st/ld) | global loads | global stores |")
-    print("|---|---|---|---|---|---|")
+            code[fn].append(m.group(1))
+    return res, code
+
+
+def main() -> int:
+    """Compile, parse, print; with --check, exit 1 when a backward kernel's first round of loads waits on itself."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--arch", default="90")
+    ap.add_argument("--check", action="store_true", help="exit 1 if a backward kernel's 'loads first' is not ok")
+    args = ap.parse_args()
+    dump = cuobjdump()
+    if dump is None:
+        raise SystemExit("kernel_report: no cuobjdump (install the CUDA toolkit or triton)")
+    res, code = compile_kernels(args.arch, shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc", dump)
+    print("| kernel | regs | stack | spills (st/ld) | global loads | global stores | loads first |")
+    print("|---|---|---|---|---|---|---|")
+    failed = []
     for name in sorted(res, key=demangle_short):
         r = res[name]
-        loads = ", ".join(f"{k} x{v}" for k, v in sorted(mem[name].items()) if k.startswith("LDG"))
-        stores = ", ".join(f"{k} x{v}" for k, v in sorted(mem[name].items()) if k.startswith("STG"))
+        mem = collections.Counter(m.group(1).replace(".CONSTANT", "").replace(".EL", "") for ins in code[name]
+                                  if (m := re.search(r"\b((?:LDG|STG)\.E(?:\.[A-Z0-9]+)*)", ins)))
+        loads = ", ".join(f"{k} x{v}" for k, v in sorted(mem.items()) if k.startswith("LDG"))
+        stores = ", ".join(f"{k} x{v}" for k, v in sorted(mem.items()) if k.startswith("STG"))
+        waits = waits_between_loads(code[name])
+        if waits and "Backward" in name:
+            failed.append(demangle_short(name))
         print(f"| {demangle_short(name)} | {r.get('regs', '?')} | {r.get('stack', '?')} | "
-              f"{r.get('spill_st', '?')}/{r.get('spill_ld', '?')} | {loads} | {stores} |")
+              f"{r.get('spill_st', '?')}/{r.get('spill_ld', '?')} | {loads} | {stores} | "
+              f"{'waits: ' + waits[0] if waits else 'ok'} |")
+    if args.check and failed:
+        print(f"kernel_report: loads wait on earlier loads in {', '.join(failed)}")
+        return 1
     return 0
 
 

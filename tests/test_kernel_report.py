@@ -1,0 +1,71 @@
+"""benchmarks/kernel_report.py's load-order check: its detector on hand-written SASS, then the real backward kernels.
+
+A thread's first round of 128-bit loads must all be issued before any of them is used: a use in between makes the
+warp wait for that load before it can issue the next one (the bf16 planes backward lost 10 % of its bandwidth that
+way). The check needs no GPU, only nvcc and cuobjdump."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+from tools_native import ROOT, native_build
+
+_spec = importlib.util.spec_from_file_location("kernel_report", ROOT / "benchmarks" / "kernel_report.py")
+kernel_report = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault(_spec.name, kernel_report)
+_spec.loader.exec_module(kernel_report)
+
+CLEAN = [
+    "MUFU.RCP R0, R0",  # an integer division's reciprocal: not the start of the math
+    "IMAD.WIDE R4, R3, 0x10, R4",
+    "@!P0 LDG.E.128.CONSTANT R8, desc[UR4][R4.64]",
+    "IMAD.WIDE R6, R3, 0x10, R6",
+    "@!P1 LDG.E.128.CONSTANT R12, desc[UR4][R6.64+0x1000]",
+    "SHF.L.U32 R16, R8, 0x10, RZ",
+    "MUFU.EX2 R17, R16",
+]
+
+
+def test_clean_round_passes():
+    """Address math between the loads and conversions after the last one are fine."""
+    assert kernel_report.waits_between_loads(CLEAN) == []
+
+
+def test_conversion_between_loads_is_flagged():
+    """A conversion of the first pack placed before the second load is the pattern that cost the bf16 backward."""
+    code = CLEAN[:3] + ["PRMT R20, R9, 0x7732, RZ"] + CLEAN[3:]
+    assert kernel_report.waits_between_loads(code) == ["PRMT R20, R9, 0x7732, RZ"]
+
+
+def test_every_register_of_a_pack_counts_and_a_pair_operand_too():
+    """A 128-bit load writes four registers; an R10.64 operand reads R10 and R11."""
+    code = CLEAN[:3] + ["IADD3 R30, P2, R11, R2, RZ"] + CLEAN[3:]
+    assert kernel_report.waits_between_loads(code) == ["IADD3 R30, P2, R11, R2, RZ"]
+    pair = CLEAN[:3] + ["LEA R31, P2, R10.64, R2, 0x1"] + CLEAN[3:]
+    assert kernel_report.waits_between_loads(pair) == ["LEA R31, P2, R10.64, R2, 0x1"]
+
+
+def test_writing_a_register_the_load_also_wrote_is_not_a_use():
+    """Only source operands count: the destination of an instruction is not read."""
+    code = CLEAN[:3] + ["MOV R9, RZ"] + CLEAN[3:]
+    assert kernel_report.waits_between_loads(code) == []
+
+
+def test_no_wide_loads_no_finding():
+    """Scalar kernels (no 128-bit loads) have no round to check."""
+    assert kernel_report.waits_between_loads(["LDG.E R2, desc[UR4][R4.64]", "FADD R3, R2, 1", "MUFU.EX2 R3, R3"]) == []
+
+
+def test_backward_kernels_issue_their_loads_first():
+    """Every backward kernel of csrc/kernels, compiled for sm_90, issues its first round of loads before using one."""
+    home = native_build.cuda_home()
+    dump = kernel_report.cuobjdump()
+    if home is None or dump is None:
+        pytest.skip("needs nvcc (CUDA toolkit) and cuobjdump (CUDA toolkit or triton's wheel)")
+    _, code = kernel_report.compile_kernels("90", str(home / "bin" / "nvcc"), dump)
+    backward = {name: ins for name, ins in code.items() if "Backward" in name}
+    assert len(backward) >= 12, sorted(code)  # rows, planes, columns and unfused, three dtypes, packed
+    waits = {kernel_report.demangle_short(name): w for name, ins in backward.items()
+             if (w := kernel_report.waits_between_loads(ins))}
+    assert not waits, waits
