@@ -64,8 +64,7 @@ def test_backward_kernels_issue_their_loads_first():
     if home is None or dump is None:
         pytest.skip("needs nvcc (CUDA toolkit) and cuobjdump (CUDA toolkit or triton's wheel)")
     _, code = kernel_report.compile_kernels("90", str(home / "bin" / "nvcc"), dump)
-    backward = {name: ins for name, ins in code.items() if "Backward" in name}
+    backward = [name for name in code if "Backward" in name]
     assert len(backward) >= 12, sorted(code)  # rows, planes, columns and unfused, three dtypes, packed
-    waits = {kernel_report.demangle_short(name): w for name, ins in backward.items()
-             if (w := kernel_report.waits_between_loads(ins))}
+    waits = kernel_report.checked_waits(code)
     assert not waits, waits
