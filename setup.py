@@ -13,7 +13,9 @@ and inputs exist:
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -25,7 +27,6 @@ from pathlib import Path
 
 import torch
 from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
 
 ROOT = Path(__file__).resolve().parent
 # TORCHTRT_SWISH_BUILD_DIR lets a second build (e.g. a plugin-only iteration) run beside the main one.
@@ -49,15 +50,68 @@ def log(msg: str) -> None:
 # ----------------------------------------------------------------------------- toolchain discovery
 
 
-def cuda_home() -> Path | None:
-    """The CUDA toolkit root, or None when no nvcc can be found."""
-    for cand in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if cand and (Path(cand) / "bin" / "nvcc").exists():
-            return Path(cand)
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        return Path(nvcc).resolve().parent.parent
+CUDA_FALLBACK = Path("/usr/local/cuda")
+
+
+def _is_cuda_root(path: Path) -> bool:
+    return (path / "bin" / "nvcc").is_file() and (path / "include" / "cuda_runtime_api.h").is_file()
+
+
+def _nvcc_reported_root(nvcc: str) -> Path | None:
+    """The toolkit root nvcc itself reports (its dry run prints TOP): this sees through wrapper scripts."""
+    try:
+        proc = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-E", os.devnull], capture_output=True, text=True,
+                              timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in (proc.stdout + proc.stderr).splitlines():
+        match = re.match(r"#\$ TOP=(.+)$", line.strip())
+        if match:
+            return Path(match.group(1)).resolve()
     return None
+
+
+def find_cuda_home(environ=os.environ, which=shutil.which, fallback: Path = CUDA_FALLBACK) -> tuple[Path | None, str]:
+    """The CUDA toolkit root and where it came from: CUDA_HOME / CUDA_PATH, the real nvcc on PATH, /usr/local/cuda."""
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        value = environ.get(var)
+        if value:
+            if not (Path(value) / "bin" / "nvcc").is_file():
+                # Going elsewhere would build against a toolkit the user did not choose.
+                raise SystemExit(f"[torchtrt_swish build] {var}={value} has no bin/nvcc: point it at a CUDA "
+                                 "toolkit root or unset it")
+            return Path(value), var
+    nvcc = which("nvcc", path=environ.get("PATH"))
+    if nvcc:
+        # A symlinked nvcc resolves to its toolkit; a wrapper script (this project's machines have one in
+        # /usr/local/bin) does not, and there only nvcc's own report finds the root.
+        root = Path(nvcc).resolve().parent.parent
+        if _is_cuda_root(root):
+            return root, f"nvcc on PATH ({nvcc})"
+        reported = _nvcc_reported_root(nvcc)
+        if reported is not None and _is_cuda_root(reported):
+            return reported, f"the root {nvcc} reports"
+    if _is_cuda_root(fallback):
+        return fallback, str(fallback)
+    return None, "no CUDA toolkit: CUDA_HOME, CUDA_PATH, nvcc on PATH and /usr/local/cuda all missing"
+
+
+# torch.utils.cpp_extension reads CUDA_HOME once, when it is imported, and guesses the wrapper's parent (/usr/local)
+# where nvcc is a wrapper script: settle the variable first, and make the module's copy agree in case something
+# imported it earlier. The tests import this file for its paths and leave the environment alone.
+CUDA_ROOT, CUDA_ORIGIN = find_cuda_home()
+if __name__ == "__main__" and CUDA_ROOT is not None:
+    os.environ["CUDA_HOME"] = str(CUDA_ROOT)
+from torch.utils import cpp_extension  # noqa: E402
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension  # noqa: E402
+
+if __name__ == "__main__":
+    cpp_extension.CUDA_HOME = str(CUDA_ROOT) if CUDA_ROOT is not None else None
+
+
+def cuda_home() -> Path | None:
+    """The CUDA toolkit root, or None when none was found."""
+    return CUDA_ROOT
 
 
 def arch_list() -> str:
@@ -163,6 +217,20 @@ class NativeResult:
     notes: list[str] = field(default_factory=list)
 
 
+def write_if_changed(path: Path, text: str) -> bool:
+    """Write text to path unless it already holds exactly that (a rewrite would look like a change); True if written."""
+    try:
+        if path.read_text() == text:
+            return False
+    except OSError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return True
+
+
 def _q(parts) -> str:
     return " ".join(shlex.quote(str(p)) for p in parts)
 
@@ -224,13 +292,17 @@ def _harness_targets(lines: list[str], trt_flags: list[str], base_cflags: list[s
     return targets
 
 
-def build_native() -> NativeResult:
-    """Generate build/native/build.ninja, run ninja, and copy the plugin library into the package folder."""
+def build_native(fixtures: bool = True) -> NativeResult:
+    """Generate build/native/build.ninja, run ninja, and copy the plugin library into the package folder.
+
+    fixtures=False leaves out the test harness targets: a wheel build compiles against the pybind11 of pip's build
+    environment, whose path changes every time, and would rebuild them for nothing.
+    """
     res = NativeResult()
     BUILD.mkdir(parents=True, exist_ok=True)
     cuda = cuda_home()
     if cuda is None:
-        res.notes.append("TensorRT plugin NOT built: nvcc not found (no CUDA kernels either: CPU-only op)")
+        res.notes.append(f"TensorRT plugin NOT built: {CUDA_ORIGIN} (no CUDA kernels either: CPU-only op)")
         return res
     nvcc = cuda / "bin" / "nvcc"
     archs = arch_list()
@@ -290,9 +362,10 @@ def build_native() -> NativeResult:
         lines.append("  libs = -ldl")
         defaults.append(plugin_lib)
         res.plugin_library = plugin_lib
-        defaults += _harness_targets(lines, trt_flags, base_cflags, trt_inc, res)
+        if fixtures:
+            defaults += _harness_targets(lines, trt_flags, base_cflags, trt_inc, res)
     lines.append("default " + " ".join(_esc(d) for d in defaults))
-    (BUILD / "build.ninja").write_text("\n".join(lines) + "\n")
+    write_if_changed(BUILD / "build.ninja", "\n".join(lines) + "\n")
     # The venv's ninja (requirements) when the system has none on PATH.
     ninja = shutil.which("ninja") or str(Path(sys.executable).parent / "ninja")
     cmd = [ninja, "-C", str(BUILD)]
@@ -311,7 +384,7 @@ def with_cuda() -> bool:
     if os.environ.get("TORCHTRT_SWISH_FORCE_CPU") == "1":
         return False
     if cuda_home() is None:
-        log("nvcc not found: building the CPU op only")
+        log(f"{CUDA_ORIGIN}: building the CPU op only")
         return False
     if torch.version.cuda is None:
         log("this torch is a CPU build: building the CPU op only (install a CUDA torch for the GPU op)")
@@ -326,15 +399,23 @@ class BuildNative(BuildExtension):
 
     def run(self):
         """Build the native targets, then the extensions; copy the plugin beside _C in a non-inplace build."""
-        result = build_native() if self.cuda else NativeResult(
+        if self.editable_mode:
+            # setuptools' editable build hands every run a new temporary build_temp, where torch's ninja build of
+            # _C would start from nothing each time (54 s on 2 cores); a fixed folder lets ninja skip what is
+            # up to date.
+            self.build_temp = str(ROOT / "build" / "editable-temp")
+        result = build_native(fixtures=self.inplace) if self.cuda else NativeResult(
             notes=["TensorRT plugin NOT built: CUDA disabled (no CUDA kernels or harness either)"])
         for ext in self.extensions:
             ext.extra_objects = [str(o) for o in result.kernel_objects]
         super().run()
+        dest = ROOT / "torchtrt_swish" if self.inplace else Path(self.build_lib) / "torchtrt_swish"
         if result.plugin_library and not self.inplace:
-            dest = Path(self.build_lib) / "torchtrt_swish"
             dest.mkdir(parents=True, exist_ok=True)
             shutil.copy2(result.plugin_library, dest / result.plugin_library.name)
+        # Beside the _C it describes: a wheel build must not overwrite the record of the tree's in-place _C.
+        pin = _torch_pin()
+        write_if_changed(dest / pin.BUILD_INFO_MODULE, pin.build_info_source(torch.__version__))
         for note in result.notes:
             log(note)
 
@@ -351,15 +432,28 @@ def get_extensions(cuda: bool):
     return [CUDAExtension(**kwargs) if cuda else CppExtension(**kwargs)]
 
 
+def _torch_pin():
+    """torchtrt_swish/_torch_pin.py, loaded by path: importing the package would load the _C being built."""
+    spec = importlib.util.spec_from_file_location("torchtrt_swish_torch_pin", ROOT / "torchtrt_swish" / "_torch_pin.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main() -> None:
     """setup() with the extension and the native build step."""
+    # _C links against this torch's C++ ABI: the wheel requires its minor version (and BuildNative records it
+    # beside _C for the import-time check).
+    requirement = _torch_pin().torch_requirement(torch.__version__)
+    log(f"torch {torch.__version__}: the package requires {requirement}")
     cuda = with_cuda()
     if cuda:
-        os.environ.setdefault("CUDA_HOME", str(cuda_home()))
+        log(f"CUDA toolkit: {cuda_home()} (from {CUDA_ORIGIN})")
         # torch's own flags are unused (no .cu in _C) but it warns when the list is unset and no GPU is visible.
         os.environ.setdefault("TORCH_CUDA_ARCH_LIST", arch_list())
     BuildNative.cuda = cuda
     setup(
+        install_requires=[requirement, "numpy"],
         ext_modules=get_extensions(cuda),
         cmdclass={"build_ext": BuildNative.with_options(use_ninja=True)},
         package_data={"torchtrt_swish": ["libtorchtrt_swish_plugin.so"]},

@@ -3,6 +3,18 @@ from __future__ import annotations
 
 import torch  # noqa: F401  (libtorch must be loaded before our extension)
 
+from ._torch_pin import mismatch_message
+
+try:
+    from ._build_info import TORCH_VERSION as _BUILT_WITH_TORCH
+except ImportError:  # pragma: no cover - a tree built before setup.py recorded it: loading _C is the only check
+    _BUILT_WITH_TORCH = None
+if _BUILT_WITH_TORCH is not None:
+    # Checked before _C loads: under another torch its load fails with an undefined C++ symbol, or worse, succeeds.
+    _mismatch = mismatch_message(_BUILT_WITH_TORCH, torch.__version__)
+    if _mismatch:
+        raise ImportError(_mismatch)
+
 try:
     from . import _C  # noqa: F401  (registers torchtrt_swish::swish and its CPU/CUDA kernels)
 except ImportError as exc:  # pragma: no cover - exercised only on broken installs
