@@ -53,6 +53,10 @@ def log(msg: str) -> None:
 CUDA_FALLBACK = Path("/usr/local/cuda")
 
 
+class CudaHomeError(ValueError):
+    """CUDA_HOME or CUDA_PATH names a folder that holds no CUDA toolkit."""
+
+
 def _is_cuda_root(path: Path) -> bool:
     return (path / "bin" / "nvcc").is_file() and (path / "include" / "cuda_runtime_api.h").is_file()
 
@@ -78,8 +82,7 @@ def find_cuda_home(environ=os.environ, which=shutil.which, fallback: Path = CUDA
         if value:
             if not (Path(value) / "bin" / "nvcc").is_file():
                 # Going elsewhere would build against a toolkit the user did not choose.
-                raise SystemExit(f"[torchtrt_swish build] {var}={value} has no bin/nvcc: point it at a CUDA "
-                                 "toolkit root or unset it")
+                raise CudaHomeError(f"{var}={value} has no bin/nvcc: point it at a CUDA toolkit root or unset it")
             return Path(value), var
     nvcc = which("nvcc", path=environ.get("PATH"))
     if nvcc:
@@ -99,7 +102,12 @@ def find_cuda_home(environ=os.environ, which=shutil.which, fallback: Path = CUDA
 # torch.utils.cpp_extension reads CUDA_HOME once, when it is imported, and guesses the wrapper's parent (/usr/local)
 # where nvcc is a wrapper script: settle the variable first, and make the module's copy agree in case something
 # imported it earlier. The tests import this file for its paths and leave the environment alone.
-CUDA_ROOT, CUDA_ORIGIN = find_cuda_home()
+try:
+    CUDA_ROOT, CUDA_ORIGIN = find_cuda_home()
+except CudaHomeError as exc:
+    if __name__ == "__main__":
+        raise SystemExit(f"[torchtrt_swish build] {exc}") from None
+    CUDA_ROOT, CUDA_ORIGIN = None, str(exc)
 if __name__ == "__main__" and CUDA_ROOT is not None:
     os.environ["CUDA_HOME"] = str(CUDA_ROOT)
 from torch.utils import cpp_extension  # noqa: E402
@@ -292,6 +300,21 @@ def _harness_targets(lines: list[str], trt_flags: list[str], base_cflags: list[s
     return targets
 
 
+def ninja_executable() -> str:
+    """The `ninja` package's binary (a build requirement and in requirements-dev.txt), else the ninja on PATH."""
+    # The same ninja for ./dev's build and a wheel build's isolated environment: ninja releases differ in their
+    # build log's format, and on a log of another version ninja starts over, rebuilding every kernel object.
+    try:
+        import ninja
+
+        exe = Path(ninja.BIN_DIR) / "ninja"
+        if exe.is_file():
+            return str(exe)
+    except ImportError:
+        pass
+    return shutil.which("ninja") or str(Path(sys.executable).parent / "ninja")
+
+
 def build_native(fixtures: bool = True) -> NativeResult:
     """Generate build/native/build.ninja, run ninja, and copy the plugin library into the package folder.
 
@@ -366,9 +389,7 @@ def build_native(fixtures: bool = True) -> NativeResult:
             defaults += _harness_targets(lines, trt_flags, base_cflags, trt_inc, res)
     lines.append("default " + " ".join(_esc(d) for d in defaults))
     write_if_changed(BUILD / "build.ninja", "\n".join(lines) + "\n")
-    # The venv's ninja (requirements) when the system has none on PATH.
-    ninja = shutil.which("ninja") or str(Path(sys.executable).parent / "ninja")
-    cmd = [ninja, "-C", str(BUILD)]
+    cmd = [ninja_executable(), "-C", str(BUILD)]
     log(f"CUDA archs: {archs}; running {' '.join(cmd)}")
     subprocess.run(cmd, check=True)
     if res.plugin_library:

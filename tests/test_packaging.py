@@ -51,7 +51,7 @@ def test_cuda_home_and_cuda_path_come_first(tmp_path):
 
 def test_a_cuda_home_without_nvcc_is_an_error_naming_it(tmp_path):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(SystemExit, match=re.escape(f"CUDA_HOME={tmp_path / 'empty'} has no bin/nvcc")):
+    with pytest.raises(native_build.CudaHomeError, match=re.escape(f"CUDA_HOME={tmp_path / 'empty'} has no bin/nvcc")):
         native_build.find_cuda_home({"CUDA_HOME": str(tmp_path / "empty")}, _which_in(tmp_path), tmp_path / "none")
 
 
@@ -119,6 +119,15 @@ def test_setup_settles_torchs_cuda_home(order):
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
     assert line.split()[1:] == [str(root), str(root)], line
     assert (Path(line.split()[1]) / "include" / "cuda_runtime_api.h").is_file()
+
+
+def test_a_build_with_a_wrong_cuda_home_stops_with_one_line(tmp_path):
+    env = {**os.environ, "CUDA_HOME": str(tmp_path / "no-cuda")}
+    proc = subprocess.run([sys.executable, "setup.py", "--name"], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=300)
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines()[-1] == (f"[torchtrt_swish build] CUDA_HOME={tmp_path / 'no-cuda'} has no "
+                                                    "bin/nvcc: point it at a CUDA toolkit root or unset it")
 
 
 # ----------------------------------------------------------------------------- the torch pin
