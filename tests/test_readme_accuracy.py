@@ -1,0 +1,48 @@
+"""What the README states about the build and the export, checked against the real artefacts."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import warnings
+
+import pytest
+from tools_native import ROOT
+
+
+def _readme_needed() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    match = re.search(r"`NEEDED`[^:|]*: (.*?) only", text)
+    assert match, "README's Building table states the plugin's NEEDED list"
+    return re.findall(r"`([^`]+\.so[^`]*)`", match.group(1))
+
+
+def test_readme_states_the_plugins_needed_list():
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        pytest.skip("needs readelf (binutils)")
+    lib = ROOT / "torchtrt_swish" / "libtorchtrt_swish_plugin.so"
+    if not lib.exists():
+        pytest.skip(f"needs the built plugin {lib.name} (nvcc + TensorRT headers; see the build log)")
+    out = subprocess.run([readelf, "-d", str(lib)], capture_output=True, text=True, check=True).stdout
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+    assert needed, out
+    assert sorted(_readme_needed()) == sorted(needed)
+
+
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
+def test_a_bfloat16_export_warns_of_no_unsupported_opset(exporter):
+    pytest.importorskip("onnx", reason="needs onnx (the onnx extra)")
+    import torch
+
+    from onnx_path.export import BFLOAT16_MIN_OPSET, dynamo_supported, export_onnx
+    from torchtrt_swish import Net
+
+    if exporter == "dynamo" and not dynamo_supported():
+        pytest.skip(f"needs torch's dynamo ONNX exporter with custom_translation_table (torch {torch.__version__})")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = export_onnx(Net(), torch.randn(1, 1, 8, 8), exporter=exporter, dtype="bfloat16")
+    assert {o.domain: o.version for o in model.opset_import}[""] == BFLOAT16_MIN_OPSET
+    unsupported = [str(w.message) for w in caught if "not supported" in str(w.message)]
+    assert unsupported == []
