@@ -96,7 +96,7 @@ def find_cuda_home(environ=os.environ, which=shutil.which, fallback: Path = CUDA
             return reported, f"the root {nvcc} reports"
     if _is_cuda_root(fallback):
         return fallback, str(fallback)
-    return None, "no CUDA toolkit: CUDA_HOME, CUDA_PATH, nvcc on PATH and /usr/local/cuda all missing"
+    return None, f"no CUDA toolkit: CUDA_HOME, CUDA_PATH, nvcc on PATH and {fallback} all missing"
 
 
 # torch.utils.cpp_extension reads CUDA_HOME once, when it is imported, and guesses the wrapper's parent (/usr/local)
