@@ -8,6 +8,7 @@ import warnings
 
 import pytest
 from tools_native import ROOT
+from trt_plugin.harness import PLUGIN_PATH, needs_plugin
 
 
 def _readme_needed() -> list[str]:
@@ -17,14 +18,10 @@ def _readme_needed() -> list[str]:
     return re.findall(r"`([^`]+\.so[^`]*)`", match.group(1))
 
 
+@needs_plugin
+@pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf (binutils) is not installed")
 def test_readme_states_the_plugins_needed_list():
-    readelf = shutil.which("readelf")
-    if readelf is None:
-        pytest.skip("needs readelf (binutils)")
-    lib = ROOT / "torchtrt_swish" / "libtorchtrt_swish_plugin.so"
-    if not lib.exists():
-        pytest.skip(f"needs the built plugin {lib.name} (nvcc + TensorRT headers; see the build log)")
-    out = subprocess.run([readelf, "-d", str(lib)], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(["readelf", "-d", str(PLUGIN_PATH)], capture_output=True, text=True, check=True).stdout
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
     assert needed, out
     assert sorted(_readme_needed()) == sorted(needed)
