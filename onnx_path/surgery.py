@@ -64,6 +64,7 @@ from .common import (
     PLUGIN_VERSION,
     SWISH_DOMAIN,
     SWISH_OP,
+    OnnxInputError,
     numpy_dtype_for,
     op_counts,
 )
@@ -457,6 +458,20 @@ def _prune_unused_domains(model: onnx.ModelProto) -> None:
     model.opset_import.extend(keep)
 
 
+def _check_emitted(model: onnx.ModelProto, out: onnx.ModelProto) -> None:
+    """RuntimeError when `out` fails onnx.checker though `model` passes; OnnxInputError when `model` fails too."""
+    try:
+        onnx.checker.check_model(out)
+    except onnx.checker.ValidationError as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        try:
+            onnx.checker.check_model(model)
+        except onnx.checker.ValidationError as original:
+            why = (str(original).strip().splitlines() or [""])[0]
+            raise OnnxInputError(f"the input model fails onnx.checker ({why}); fix it before fusing") from None
+        raise RuntimeError(f"surgery emitted a model that fails onnx.checker: {first}") from exc
+
+
 def run_surgery(
     model: onnx.ModelProto, passes: Sequence[str] = PASSES, *, fold_bias: bool = True
 ) -> tuple[onnx.ModelProto, SurgeryReport]:
@@ -509,6 +524,7 @@ def run_surgery(
         # The passes check the contract before they replace anything; a node they emit that breaks it is a bug here.
         if problems := model_problems(out, only={r.node for r in report.replaced}):
             raise RuntimeError("surgery emitted nodes that break the SwishBias contract: " + "; ".join(problems))
+        _check_emitted(model, out)
     report.counts_after = dict(op_counts(out))
     return out, report
 

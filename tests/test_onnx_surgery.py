@@ -506,3 +506,36 @@ def test_contract_accepts_the_plugin_forms_and_nothing_else(inputs, attrs, bias,
         assert problems[0] == "SwishBias node 'sb' has inputs ['x']; SwishBias takes [x, bias]"
     elif not ok:
         assert problems[0].startswith("SwishBias node 'sb' has an unusable bias input 'b'")
+
+
+# ---------------------------------------------------------------------- a Mul that is also a graph output
+
+
+def test_the_add_after_a_mul_that_is_a_graph_output_is_kept():
+    # m = x * sigmoid(x) is a graph output and feeds only the Add: folding the Add would leave m without a producer.
+    model = swish_graph(add=0.5, extra_outputs=["m"])
+    fused, report = fuse_swish(model)
+    assert [r.kind for r in report.replaced] == ["sigmoid-mul"]
+    assert op_counts(fused) == {f"{SWISH_DOMAIN}::{SWISH_OP}": 1, "Add": 1}
+    produced = {o for n in fused.graph.node for o in n.output}
+    assert {o.name for o in fused.graph.output} == {"y", "m"} <= produced
+    onnx.checker.check_model(fused, full_check=True)
+    got = ReferenceExecutor(fused).run({"x": XS})
+    np.testing.assert_allclose(got["m"], ref_swish64(XS), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got["y"], ref_swish64(XS, 0.5), rtol=1e-6, atol=1e-6)
+    report = check_parity(fused, reference_onnx=model, backends=("reference",), batch=2)
+    assert report.passed and {r["name"] for r in report.comparisons[0]["outputs"]} == {"y", "m"}
+
+
+def test_the_surgery_runs_the_onnx_checker_on_what_it_emits(monkeypatch):
+    import onnx_path.surgery as surgery
+
+    # A pass that folds the Add after a Mul that is a graph output leaves that output without a producer: the
+    # contract check alone does not see it, onnx.checker does.
+    def fold_anyway(graph, x, y, names, base):
+        add = y.outputs[0]
+        return add, add.inputs[1] if add.inputs[0] is y else add.inputs[0], "0.5 (scalar)", ""
+
+    monkeypatch.setattr(surgery, "_foldable_add", fold_anyway)
+    with pytest.raises(RuntimeError, match="onnx.checker"):
+        fuse_swish(swish_graph(add=0.5, extra_outputs=["m"]))
