@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -399,6 +400,27 @@ def _seed_match(node: gs.Node, graph: gs.Graph):
     return None
 
 
+def _info_bias(node: gs.Node, value: int | float, x_elem: int | None) -> float:
+    """The info's bias as a float that stays finite in float32 and in x's dtype; OnnxInputError naming it otherwise."""
+    # JSON admits NaN, Infinity, 1e400 (read as inf) and integers of any length: none is a bias the plugin can use.
+    shown = f"{value:.6g}" if isinstance(value, float) else (str(value) if len(str(value)) <= 20 else
+                                                             f"an integer of {len(str(value))} digits")
+    try:
+        wide = float(value)
+    except OverflowError:
+        wide = math.inf
+    with np.errstate(over="ignore"):
+        narrow = np.float32(wide)
+        in_x = narrow.astype(numpy_dtype_for(x_elem)) if x_elem is not None else narrow
+    if not math.isfinite(wide) or not np.isfinite(narrow):
+        raise OnnxInputError(f"{SWISH_OP} source node {node.name!r}: its info's bias {shown} is not a finite float32 "
+                             "number (the original material stored the bias as a float32 attribute)")
+    if not np.isfinite(in_x):
+        raise OnnxInputError(f"{SWISH_OP} source node {node.name!r}: its info's bias {shown} overflows x's dtype "
+                             f"{onnx.TensorProto.DataType.Name(x_elem)}")
+    return wide
+
+
 @gs.Graph.register()
 def convert_seed_swish(self):
     """Convert the original material's swish nodes (custom::Plugin, ai.onnx.contrib); returns (replaced, refused)."""
@@ -430,7 +452,7 @@ def convert_seed_swish(self):
             bias = bias_in if isinstance(bias_in, gs.Constant) else gs.Constant(names(f"{node.name}/bias"), values)
             desc = _describe(values, bias_layout(values.shape, x.shape)[1])
         elif isinstance(info.get("bias"), (int, float)) and not isinstance(info.get("bias"), bool):
-            bias = _constant_bias(x, float(info["bias"]), (), names, node.name or kind)
+            bias = _constant_bias(x, _info_bias(node, info["bias"], _elem_type(x)), (), names, node.name or kind)
             if bias is None:
                 refused.append(Refusal(kind, node.name, "x's dtype is unknown (run shape inference first), so the "
                                                         "bias constant's dtype cannot be chosen"))

@@ -539,3 +539,28 @@ def test_the_surgery_runs_the_onnx_checker_on_what_it_emits(monkeypatch):
     monkeypatch.setattr(surgery, "_foldable_add", fold_anyway)
     with pytest.raises(RuntimeError, match="onnx.checker"):
         fuse_swish(swish_graph(add=0.5, extra_outputs=["m"]))
+
+
+# --------------------------------------------------------------------------- original-format bias values
+
+
+@pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity", "1e39", "-3.5e38", "1e400", "1" + "0" * 400])
+def test_an_original_format_bias_that_is_not_a_finite_float32_is_a_user_error(text):
+    from onnx_path.common import OnnxInputError
+
+    with pytest.raises(OnnxInputError, match=r"node 'plug'.*bias .*float32") as info:
+        convert_seed_nodes(seed000_node_model('{"bias": ' + text + '}'))
+    assert "\n" not in str(info.value) and len(str(info.value)) < 300
+
+
+def test_an_original_format_bias_beyond_x_dtype_is_a_user_error():
+    from onnx_path.common import OnnxInputError
+
+    model = seed000_node_model('{"bias": 70000}')
+    for vi_ in (*model.graph.input, *model.graph.output):
+        vi_.type.tensor_type.elem_type = T.FLOAT16
+    with pytest.raises(OnnxInputError, match=r"bias 70000 .*FLOAT16"):
+        convert_seed_nodes(model)
+    # The largest float32 is a finite bias for a float32 x.
+    fused, report = convert_seed_nodes(seed000_node_model('{"bias": 3.4028234e38}'))
+    assert report.replaced and np.isfinite(onnx.numpy_helper.to_array(fused.graph.initializer[0])).all()
