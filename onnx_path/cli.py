@@ -113,8 +113,12 @@ def _same_file_key(path: Path):
 
 
 def _writable_problem(path: Path) -> str | None:
-    if path.is_dir():
-        return "is a directory"
+    from onnx_path.common import OutputPathError, output_target
+
+    try:
+        path = output_target(path)  # what a write replaces: the path, or a symlink's regular file
+    except OutputPathError as exc:
+        return str(exc)
     parent = path.parent
     if not parent.exists():
         return f"its folder {parent} does not exist"
@@ -126,8 +130,16 @@ def _writable_problem(path: Path) -> str | None:
 
 
 def _check_paths(inputs: dict[str, Path | str | None], outputs: dict[str, Path | None]) -> None:
-    """UsageError unless every output can be written and none is an input or another output."""
-    seen = {_same_file_key(Path(p)): f"{opt} {p}" for opt, p in inputs.items() if p is not None}
+    """UsageError unless every output can be written and none is an input (or its external data) or another output."""
+    from onnx_path.common import external_data_files
+
+    seen = {}
+    for opt, p in inputs.items():
+        if p is not None:
+            seen[_same_file_key(Path(p))] = f"{opt} {p}"
+            # An ONNX input's weights may live in other files: writing over one of them ruins the input too.
+            for data in external_data_files(p) if Path(p).is_file() else ():
+                seen.setdefault(_same_file_key(data), f"{opt}'s external data {data}")
     for opt, path in outputs.items():
         if path is None:
             continue

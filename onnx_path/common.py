@@ -4,6 +4,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,8 +32,11 @@ __all__ = [
     "PLUGIN_VERSION",
     "PLUGIN_NAMESPACE",
     "OnnxInputError",
+    "OutputPathError",
     "load_model",
     "save_model",
+    "output_target",
+    "external_data_files",
     "atomic_output",
     "write_text_atomic",
     "node_label",
@@ -48,6 +52,77 @@ __all__ = [
 
 class OnnxInputError(ValueError):
     """A user-supplied ONNX input is unusable (missing file, not an ONNX model, nothing to work on)."""
+
+
+class OutputPathError(OnnxInputError):
+    """An output path that must not be written: neither a regular file nor a new path (see output_target)."""
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(mode: int) -> str | None:
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def output_target(path: str | Path) -> Path:
+    """The file a write to `path` replaces: `path`, or the regular file a symlink there points to.
+
+    OutputPathError for anything else: a folder, a device, a FIFO, a socket, or a symlink to one of them, to nothing
+    or to itself. A link is written through, never replaced (os.replace on the link would swap it for a file).
+    """
+    path = Path(path)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        if target is not path:
+            raise OutputPathError(f"{path} is a symlink to {target}, which does not exist: not written through a "
+                                  "dangling link") from None
+        return path
+    except OSError as exc:  # ELOOP for a link to itself, EACCES
+        raise OutputPathError(f"{path} cannot be resolved ({exc.strerror or exc})") from None
+    if (what := _not_regular(mode)) is not None:
+        link = f" (a symlink to {target})" if target is not path else ""
+        raise OutputPathError(f"{path}{link} is {what}: only a regular file or a new path is written")
+    return target
+
+
+def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield sparse.values
+        yield sparse.indices
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            if attr.HasField("g"):
+                yield from _tensors(attr.g)
+            for g in attr.graphs:
+                yield from _tensors(g)
+
+
+def external_data_files(path: str | Path) -> list[Path]:
+    """The files the model at `path` keeps tensors in (ONNX external data), resolved beside it; [] when unreadable."""
+    path = Path(path)
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:  # noqa: BLE001 - not a model: load_model says so in its own words
+        return []
+    graphs = [model.graph] + [onnx.GraphProto(node=f.node) for f in model.functions]
+    locations = []
+    for graph in graphs:
+        for tensor in _tensors(graph):
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                where = {e.key: e.value for e in tensor.external_data}.get("location")
+                if where and (found := path.parent / where) not in locations:
+                    locations.append(found)
+    return locations
 
 
 def load_model(path: str | Path, *, load_external_data: bool = True) -> onnx.ModelProto:
@@ -83,11 +158,15 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside `path` to write to; it replaces `path` only when the block succeeds.
 
     os.replace within one folder is atomic: an interrupted run leaves the old file (or none), never a truncated one.
+    `path` must be a regular file or a new path, or a symlink to a regular file, which is replaced in the link's
+    stead (output_target); anything else is an OutputPathError before anything is written.
     """
-    path = Path(path)
+    path = output_target(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
     try:
         yield tmp
+        # Again just before the swap: what stands at `path` may have changed while the block wrote.
+        output_target(path)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
