@@ -57,6 +57,36 @@ def _progress(msg: str) -> None:
     print(f"[torchtrt-swish] {msg}", file=sys.stderr, flush=True)
 
 
+def _silence_stdout() -> None:
+    # The reader of stdout is gone (`... | head`): later writes, and the interpreter's last flush, go to devnull
+    # instead of raising BrokenPipeError (the recipe of Python's signal module documentation).
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout without a file descriptor (captured): nothing to redirect
+        pass
+
+
+def _say(text: str) -> None:
+    """Print `text` on stdout; a closed stdout is not an error (the command goes on and keeps its exit code)."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        _silence_stdout()
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    """build_parser().parse_args(argv); --help or --version into a closed stdout exits quietly."""
+    try:
+        return build_parser().parse_args(argv)
+    except SystemExit:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _silence_stdout()
+        raise
+
+
 def _dtype_arg(text: str) -> str:
     try:
         return dtype_name(text)
@@ -247,7 +277,7 @@ class Export(Tool):
         _write(args.output, "-o", lambda: save_model(onnx_model, args.output))
         counts = op_counts(onnx_model)
         listing = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
-        print(f"wrote {args.output}: {sum(counts.values())} nodes ({listing}) in {time.perf_counter() - start:.1f} s")
+        _say(f"wrote {args.output}: {sum(counts.values())} nodes ({listing}) in {time.perf_counter() - start:.1f} s")
         return EXIT_OK
 
 
@@ -286,19 +316,21 @@ class Fuse(Tool):
         model = load_model(args.input)
         _progress(f"running {', '.join(passes)} on {args.input} ...")
         fused, report = run_surgery(model, passes, fold_bias=not args.no_fold_bias)
-        print(report.to_text())
+        already = len(swish_nodes(model))
+        # Files first, then the text: a reader that goes away (`| head`) must not cost the outputs.
         if args.report:
             text = json.dumps(report.to_dict(), indent=2) + "\n"
             _write(args.report, "--report", lambda: write_text_atomic(args.report, text))
-        already = len(swish_nodes(model))
-        if not report.replaced and already:
-            # Idempotent: a fused model fuses to itself (the passes never match a SwishBias node again).
-            print(f"nothing to do: {args.input} already has {already} SwishBias node(s) and nothing left to fuse")
-        elif not report.replaced and not args.allow_no_match:
+        if not report.replaced and not already and not args.allow_no_match:
+            _say(report.to_text())
             raise UsageError(f"{args.input}: no matching nodes (nothing for passes {', '.join(passes)}); "
                              "use --allow-no-match to write the model unchanged")
         _write(args.output, "-o", lambda: save_model(fused, args.output))
-        print(f"wrote {args.output}")
+        _say(report.to_text())
+        if not report.replaced and already:
+            # Idempotent: a fused model fuses to itself (the passes never match a SwishBias node again).
+            _say(f"nothing to do: {args.input} already has {already} SwishBias node(s) and nothing left to fuse")
+        _say(f"wrote {args.output}")
         return EXIT_OK
 
 
@@ -346,7 +378,7 @@ class BuildEngine(Tool):
                              verbose=args.verbose)
 
         _write(args.output, "-o", build)
-        print(f"wrote {args.output}")
+        _say(f"wrote {args.output}")
         return EXIT_OK
 
 
@@ -479,10 +511,11 @@ class Check(Tool):
                               backends=backends, engine_path=args.engine, per_layer=args.per_layer,
                               tolerances=tolerances, model_name=str(args.input), baseline_onnx=baseline,
                               baseline_name=baseline_name, baseline_skipped=baseline_skipped)
-        print(report.to_table())
         if args.json:
             _write(args.json, "--json", lambda: report.to_json(args.json))
-            print(f"wrote {args.json}")
+        _say(report.to_table())
+        if args.json:
+            _say(f"wrote {args.json}")
         return EXIT_OK if report.passed else EXIT_PARITY_FAIL
 
 
@@ -505,7 +538,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    args = _parse(argv)
     try:
         from onnx_path.common import OnnxInputError
         from onnx_path.engine import EngineBuildError, PluginNotFoundError, TensorRTUnavailable

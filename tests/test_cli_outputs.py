@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +19,9 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from onnx_path.cli import EXIT_OK, EXIT_USAGE, main
+
+CONSOLE_SCRIPT = Path(sys.executable).with_name("torchtrt-swish")
+
 
 def silu_add_model() -> onnx.ModelProto:
     nodes = [h.make_node("Sigmoid", ["x"], ["s"]), h.make_node("Mul", ["x", "s"], ["m"]),
@@ -176,3 +181,32 @@ def test_library_writes_refuse_special_files_too(fifo, tmp_path):
     with pytest.raises(OnnxInputError, match="FIFO"):
         write_text_atomic(fifo, "{}")
     assert kind(fifo) == "fifo"
+
+
+# --------------------------------------------------------------------------------------------------- pipes
+
+
+def test_a_closed_stdout_loses_nothing_and_prints_no_traceback(model, tmp_path):
+    out, report = tmp_path / "out.onnx", tmp_path / "r.json"
+    # head -c0 exits at once, long before the CLI has imported torch: every line the CLI prints meets a closed pipe.
+    script = (f"set -o pipefail; {CONSOLE_SCRIPT} fuse {model} -o {out} --report {report} | head -c0; "
+              "echo rc=${PIPESTATUS[0]} >&2")
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
+    assert "rc=0" in proc.stderr, proc.stderr
+    assert onnx.load(out).graph.node[0].op_type == "SwishBias" and '"replaced"' in report.read_text()
+
+
+def test_check_through_a_closed_pipe_keeps_its_exit_code_and_json(model, tmp_path):
+    wrong = tmp_path / "wrong.onnx"
+    m = silu_add_model()
+    m.graph.initializer[0].CopyFrom(onnx.numpy_helper.from_array(np.full((4, 16), 5.0, np.float32), "b"))
+    onnx.save(m, wrong)
+    js = tmp_path / "p.json"
+    proc = subprocess.Popen([str(CONSOLE_SCRIPT), "check", str(wrong), "--reference", str(model), "--backends",
+                             "reference", "--json", str(js)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader goes away before anything is printed
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1, err.decode()
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()
+    assert '"passed": false' in js.read_text()
