@@ -12,24 +12,19 @@ Modules (import what you need; none of them needs TensorRT to import):
 * ``parity`` — Polygraphy comparisons against a float64 PyTorch reference, with a baseline per executor and
   table/JSON reports.
 * ``models`` — the torch models the CLI and examples build (seed Net, torchvision models with random weights).
-* ``cli`` — the ``torchtrt-swish`` console script (export, fuse, build-engine, check). It lives here, on top of
-  both packages: ``onnx_path`` builds on ``torchtrt_swish``, never the other way round.
+* ``cli`` — the ``torchtrt-swish`` console script (export, fuse, build-engine, check, doctor). It lives here, on top
+  of both packages: ``onnx_path`` builds on ``torchtrt_swish``, never the other way round.
 
 The node's identity lives in ``common`` and its contract in ``contract``: op_type ``SwishBias``, domain
 ``torchtrt_swish``, attributes ``plugin_version="1"`` and ``plugin_namespace="torchtrt_swish"``, inputs
 ``(x, bias)`` (or ``x`` with a float attribute ``bias``).
+
+The names below are imported from ``common`` on first use, so that importing the package (as the console script
+does) needs only the base install; the ``[onnx]`` extra is needed once one of them, or a module, is used.
 """
-from .common import (
-    PLUGIN_NAMESPACE,
-    PLUGIN_VERSION,
-    SWISH_DOMAIN,
-    SWISH_OP,
-    OnnxInputError,
-    load_model,
-    op_counts,
-    save_model,
-    swish_nodes,
-)
+from __future__ import annotations
+
+import importlib
 
 __all__ = [
     "SWISH_OP",
@@ -42,3 +37,12 @@ __all__ = [
     "op_counts",
     "swish_nodes",
 ]
+
+
+def __getattr__(name: str):
+    """The names of __all__, from onnx_path.common (which imports onnx) when first asked for."""
+    if name in __all__:
+        value = getattr(importlib.import_module(".common", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

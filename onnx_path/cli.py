@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from torchtrt_swish.dtypes import DTYPES, TOLERANCES, dtype_name
+from torchtrt_swish.dtypes import BASELINE_FACTOR, DTYPES, TOLERANCES, dtype_name
 from torchtrt_swish.shapes import parse_shape, parse_shape_spec
 
 DTYPE_NAMES = tuple(DTYPES)
@@ -382,6 +382,11 @@ class BuildEngine(Tool):
         return EXIT_OK
 
 
+def _tolerance_list(which: int) -> str:
+    """'float32 0.0001, float16 0.01, ...': the default atol (0) or rtol (1) of each dtype, for the help texts."""
+    return ", ".join(f"{dtype} {bounds[which]:g}" for dtype, bounds in TOLERANCES.items())
+
+
 def _dims_arg(text: str) -> dict[str, int]:
     """Parse 'height=5,width=5' into {'height': 5, 'width': 5}."""
     out = {}
@@ -401,10 +406,13 @@ class Check(Tool):
               "  torchtrt-swish check effnet_swish.onnx --reference effnet.onnx --per-layer\n"
               "  torchtrt-swish check seed_net.onnx --torch-model seed-net --engine seed.engine \\\n"
               "      --json p.json\n"
-              "verdict: an output passes when every element is within --atol or --rtol of the reference,\n"
-              "or when its max error is at most a small multiple (onnx_path.parity.BASELINE_FACTOR) of its\n"
-              "baseline's: the unfused --reference model, or the --torch-model exported in the model's\n"
-              "dtype, run by the same executor against the same reference. The table shows both.\n"
+              "verdict: an output passes when every element is within --atol or --rtol of the reference\n"
+              "(default atol / rtol: "
+              + ", ".join(f"{d} {a:g} / {r:g}" for d, (a, r) in TOLERANCES.items()) + "),\n"
+              f"or when its max error is at most {BASELINE_FACTOR:g}x its baseline's: the unfused --reference model,\n"
+              "or the --torch-model exported in the model's dtype, run by the same executor against the same\n"
+              "reference. The table shows both.\n"
+              "NaN never passes; infinities pass only where the reference has the same one.\n"
               "exit code 0 when every output passes, 1 otherwise, 2 when nothing could be compared")
 
     def add_parser_args(self, parser):
@@ -437,11 +445,9 @@ class Check(Tool):
         parser.add_argument("--seed", type=int, default=0,
                             help="seed for the random inputs (and --torch-model weights)")
         parser.add_argument("--atol", type=_tolerance, default=None,
-                            help="absolute tolerance, finite and >= 0 "
-                                 "(default: per dtype, torchtrt_swish.dtypes.TOLERANCES)")
+                            help=f"absolute tolerance, finite and >= 0 (default: per dtype, {_tolerance_list(0)})")
         parser.add_argument("--rtol", type=_tolerance, default=None,
-                            help="relative tolerance, finite and >= 0 "
-                                 "(default: per dtype, torchtrt_swish.dtypes.TOLERANCES)")
+                            help=f"relative tolerance, finite and >= 0 (default: per dtype, {_tolerance_list(1)})")
         parser.add_argument("--json", type=Path, default=None, help="write the report as JSON (default: none)")
 
     def run(self, args) -> int:
@@ -450,6 +456,7 @@ class Check(Tool):
         from onnx_path.contract import check_swish_nodes
         from onnx_path.export import ExportError
         from onnx_path.parity import check_parity, export_baseline, random_feeds, torch_output_mismatch
+        from onnx_path.verdict import far_beyond_baseline
 
         if (args.torch_model is None) == (args.reference is None):
             raise UsageError("check needs exactly one reference: --torch-model SPEC or --reference ORIGINAL.onnx")
@@ -511,6 +518,11 @@ class Check(Tool):
                               backends=backends, engine_path=args.engine, per_layer=args.per_layer,
                               tolerances=tolerances, model_name=str(args.input), baseline_onnx=baseline,
                               baseline_name=baseline_name, baseline_skipped=baseline_skipped)
+        if args.torch_model and (far := far_beyond_baseline(report)):
+            report.warnings.append(
+                f"output(s) {', '.join(far)} fail by a wide margin while the baseline passes: {args.input} may come "
+                f"from other weights (not exported by `torchtrt-swish export --model {args.torch_model}` with the "
+                f"same --seed {args.seed}); compare it with the model it was made from: --reference ORIGINAL.onnx")
         if args.json:
             _write(args.json, "--json", lambda: report.to_json(args.json))
         _say(report.to_table())
@@ -522,7 +534,30 @@ class Check(Tool):
 # ------------------------------------------------------------------------------------------------------- main
 
 
-TOOLS = (Export(), Fuse(), BuildEngine(), Check())
+class Doctor(Tool):
+    """check this install: environment, the op's kernels, the plugin in each TensorRT, a tiny engine per route"""
+
+    name = "doctor"
+    epilog = ("examples:\n  torchtrt-swish doctor\n"
+              "  torchtrt-swish doctor --json doctor.json   # the table, and the rows as JSON for a bug report\n"
+              "  python -m torchtrt_swish.doctor --json     # the same checks, JSON on stdout\n"
+              "every row is PASS, FAIL or SKIPPED with its reason; exit code 1 when any row fails")
+    base_install = True  # runs with the base install alone: it reports the missing extras itself
+
+    def add_parser_args(self, parser):
+        """The command's arguments (torchtrt_swish.doctor.add_arguments)."""
+        from torchtrt_swish.doctor import add_arguments
+
+        add_arguments(parser)
+
+    def run(self, args) -> int:
+        """Run every check and print the table (torchtrt_swish.doctor.run)."""
+        from torchtrt_swish.doctor import run
+
+        return run(args)
+
+
+TOOLS = (Export(), Fuse(), BuildEngine(), Check(), Doctor())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -538,7 +573,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
+    from torchtrt_swish.extras import install_hint, missing_extra_message
+
     args = _parse(argv)
+    if getattr(args.tool, "base_install", False):
+        return args.tool.run(args)
     try:
         from onnx_path.common import OnnxInputError
         from onnx_path.engine import EngineBuildError, PluginNotFoundError, TensorRTUnavailable
@@ -546,9 +585,9 @@ def main(argv: list[str] | None = None) -> int:
         from onnx_path.parity import ParityInputError
         from onnx_path.reference import PluginIdentityError
         from torchtrt_swish.plugin import PluginLoadError
-    except ImportError as exc:  # the [onnx] extra is optional for the package, required for this CLI
-        print(f"torchtrt-swish {args.command}: error: the ONNX tools are not installed ({exc}); "
-              "install them with: pip install 'torchtrt_swish[onnx]'", file=sys.stderr)
+    except ImportError as exc:  # the [onnx] extra is optional for the package, required for these sub-commands
+        why = missing_extra_message(exc) or f"needs the ONNX tools ({exc}): {install_hint('onnx')}"
+        print(f"torchtrt-swish {args.command}: error: {args.command} {why}", file=sys.stderr)
         return EXIT_USAGE
 
     try:
@@ -557,6 +596,11 @@ def main(argv: list[str] | None = None) -> int:
             PluginIdentityError, ParityInputError, PluginLoadError) as exc:
         message = " ".join(str(exc).split())  # one line, whatever the exception's text looked like
         print(f"torchtrt-swish {args.command}: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+    except ImportError as exc:  # a module of an extra imported on the way, e.g. torchvision for torchvision: models
+        if (why := missing_extra_message(exc)) is None:
+            raise
+        print(f"torchtrt-swish {args.command}: error: {args.command} {why}", file=sys.stderr)
         return EXIT_USAGE
 
 
