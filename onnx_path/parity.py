@@ -317,10 +317,11 @@ def compare_runners(
             for it in iterations:
                 for out_name, res in it.items():
                     within[out_name] = within.get(out_name, True) and bool(res)
-            # Polygraphy's statistics let NaN through (and its max of errors is NaN-blind here): ours, from the outputs.
+            # The statistics come from the outputs themselves: Polygraphy's per-output maxima would be folded with
+            # Python's max(), which drops a NaN.
+            pairs_of_iterations = list(zip(results[name0], results[name1]))
             by_pair[(name0, name1)] = [
-                make_row(out, merge_stats([error_stats(a[out], b[out]) for a, b in zip(results[name0], results[name1])]),
-                         ok)
+                make_row(out, merge_stats([error_stats(a[out], b[out]) for a, b in pairs_of_iterations]), ok)
                 for out, ok in within.items()]
 
     magnitude = _magnitudes(results[reference_name])

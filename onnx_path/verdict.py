@@ -158,19 +158,23 @@ def judge(row: dict, base: dict | None, atol: float, rtol: float) -> dict:
     return row
 
 
-def far_beyond_baseline(report: ParityReport, factor: float = 100.0) -> list[str]:
-    """Outputs that fail with an error over `factor` times what the tolerance and their (passing) baseline allow."""
+def far_beyond_baseline(report: ParityReport, factor: float = 100.0, share: float = 0.1) -> list[str]:
+    """Failing outputs whose baseline passes its tolerance while they are off by a wide margin: by over `factor`
+    times what the tolerance and the baseline allow, and by over `share` of the reference's magnitude.
+
+    That is what other weights look like (the same network with other parameters), not a rounding difference.
+    """
     passing = {(c["runner"], r["name"]) for c in report.baselines for r in c["outputs"] if r["within_tolerance"]}
-    far = []
+    far = set()
     for comp in report.comparisons:
         for row in comp["outputs"]:
-            base = row.get("baseline_max_abs")
+            base, size = row.get("baseline_max_abs"), row.get("reference_max_abs")
             if row["passed"] or base is None or (comp["runner"] + BASELINE_SUFFIX, row["name"]) not in passing:
                 continue
             allowed = max(report.atol, BASELINE_FACTOR * base)
-            if _clean(row) and row["max_abs"] > factor * allowed:
-                far.append(row["name"])
-    return sorted(set(far))
+            if _clean(row) and row["max_abs"] > factor * allowed and (size is None or row["max_abs"] > share * size):
+                far.add(row["name"])
+    return sorted(far)
 
 
 def _json_safe(value):
