@@ -129,11 +129,21 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+def _laid_out_as_kernel_output(t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """t with the strides the kernels (and the fake kernels) give their output for input x."""
+    # Pointwise ATen math takes its strides from the operands (a transposed x gives a transposed result), but eager
+    # and the fake kernels give _kept_format(x). A clone with an explicit memory format allocates like
+    # torch.empty(memory_format=...), so the traced strides are the declared ones whatever t's were; inductor
+    # lowers the clone into the same pointwise kernel (no extra pass) and gives graph outputs their traced strides
+    # (config.keep_output_stride), which its own decompositions rely on the same way.
+    return torch.clone(t, memory_format=_kept_format(x))
+
+
 def swish_decomposition(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """torchtrt_swish::swish as ATen ops: x * sigmoid(x) + bias in the compute type, rounded once."""
     acc = _compute_dtype(x.dtype)
     xf = x.to(acc)
-    return (xf * torch.sigmoid(xf) + bias.to(acc)).to(x.dtype)
+    return _laid_out_as_kernel_output((xf * torch.sigmoid(xf) + bias.to(acc)).to(x.dtype), x)
 
 
 def swish_backward_decomposition(grad: torch.Tensor, x: torch.Tensor, bias: torch.Tensor):
@@ -141,11 +151,12 @@ def swish_backward_decomposition(grad: torch.Tensor, x: torch.Tensor, bias: torc
     acc = _compute_dtype(x.dtype)
     xf, gf = x.to(acc), grad.to(acc)
     s = torch.sigmoid(xf)
-    dx = (gf * s * (1 + xf * (1 - s))).to(x.dtype)
+    dx = _laid_out_as_kernel_output((gf * s * (1 + xf * (1 - s))).to(x.dtype), x)
     lead = x.dim() - bias.dim()
     dims = [*range(lead), *(lead + j for j, b in enumerate(bias.shape) if b == 1)]
-    dbias = gf.sum(dims, keepdim=True) if dims else gf.clone()  # sum over no dims would sum over all of them
-    return dx, dbias.reshape(bias.shape).to(bias.dtype)
+    dbias = gf.sum(dims, keepdim=True) if dims else gf  # sum over no dims would sum over all of them
+    # The kernels' dbias is contiguous in bias's shape (the fake kernel's bias.new_empty), whatever g's layout.
+    return dx, torch.clone(dbias.reshape(bias.shape).to(bias.dtype), memory_format=torch.contiguous_format)
 
 
 _inductor_decompositions_registered = False
