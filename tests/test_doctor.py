@@ -96,6 +96,28 @@ def test_plugin_rows_need_exactly_one_creator_that_creates():
     assert err.status == FAIL and err.detail == "TensorRT 10.16.1.11 (tensorrt): PluginLoadError: refused"
 
 
+def test_a_flavour_that_does_not_import_is_a_fail_row(tmp_path, monkeypatch):
+    # tensorrt-cu13-bindings installs without its libs wheel and then fails at import (docs: ENVIRONMENT); a
+    # dispatch module that takes its process down stands for a broken install. Both are found by module name.
+    (tmp_path / "tensorrt_bindings").mkdir()
+    (tmp_path / "tensorrt_bindings" / "__init__.py").write_text(
+        "raise ImportError('libnvinfer.so.10: cannot open shared object file: No such file or directory')\n")
+    (tmp_path / "tensorrt_dispatch").mkdir()
+    (tmp_path / "tensorrt_dispatch" / "__init__.py").write_text("import os\nos.abort()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    env, plugin, importable = doctor.tensorrt_rows(LIBRARY)
+    env = {r.check: r for r in env}
+    assert env["TensorRT full"] == Row("environment", "TensorRT full", FAIL, (
+        "installed, but does not import: tensorrt_bindings: ImportError: libnvinfer.so.10: cannot open shared object "
+        "file: No such file or directory"))
+    assert env["TensorRT dispatch"].status == FAIL
+    assert env["TensorRT dispatch"].detail == ("installed, but does not import: the check process was killed by "
+                                              "signal 6")
+    assert importable == {}
+    assert {r.check: r.detail for r in plugin}["full: registry load_library"] == "TensorRT full does not import"
+
+
 def test_the_flavours_cover_every_module_the_plugin_loads_into():
     from torchtrt_swish.plugin import TENSORRT_MODULES
 

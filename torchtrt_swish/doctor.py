@@ -122,11 +122,13 @@ def _run_child(argv: list[str], env: dict[str, str] | None = None) -> dict:
             pass
     how = f"was killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited {proc.returncode}"
     tail = " | ".join(line.strip() for line in proc.stderr.strip().splitlines()[-3:])
-    raise CheckFailed(f"the check process {how}" + (f": {tail}" if tail else " without output"))
+    raise CheckFailed(f"the check process {how}" + (f": {tail}" if tail else " without output" if proc.returncode == 0
+                                                   else ""))
 
 
 def probe_plugin(module_names: tuple[str, ...], path: str) -> dict:
-    """In this process (a fresh one): import a TensorRT flavour, load the plugin by `path`, report what registered.
+    """In this process (a fresh one): import a TensorRT flavour and, unless `path` is "import", load the plugin by
+    `path` (load_library or cdll); report the module, its version and what registered, or why it did not import.
 
     Only TensorRT and torchtrt_swish/plugin.py (by file, without torch) are loaded, as in a user's TensorRT process.
     """
@@ -144,7 +146,9 @@ def probe_plugin(module_names: tuple[str, ...], path: str) -> dict:
                 out["import_errors"].append(f"{name}: {first_line(exc)}")
     if trt is None:
         return out
-    out.update(module=trt.__name__, version=_version(trt))
+    out = {"module": trt.__name__, "version": _version(trt)}
+    if path == "import":
+        return out
     try:
         if path == "load_library":
             plugin.load_plugin(trt)
@@ -184,6 +188,14 @@ def _plugin_row(flavour: str, path: str, result: dict) -> Row:
                                       "phases")
 
 
+def _probe(path: str, modules: tuple[str, ...]) -> dict:
+    # This file, run by path: a process with TensorRT and the plugin but no torch, as a user's TensorRT process.
+    try:
+        return _run_child([sys.executable, str(_HERE / "doctor.py"), "--probe-plugin", path, *modules])
+    except CheckFailed as exc:
+        return {"crash": str(exc)}
+
+
 def tensorrt_rows(library: Path | None) -> tuple[list[Row], list[Row], dict[str, str]]:
     """(environment rows, plugin rows, {flavour: module} of the flavours that import) for every TensorRT flavour."""
     env_rows, plugin_rows, importable = [], [], {}
@@ -194,52 +206,24 @@ def tensorrt_rows(library: Path | None) -> tuple[list[Row], list[Row], dict[str,
             plugin_rows.extend(Row("plugin", f"{flavour}: {how}", SKIPPED, f"TensorRT {flavour} is not installed")
                                for how in LOADING_PATHS.values())
             continue
-        results = {}
-        for path in LOADING_PATHS:
-            if library is None:
-                break
-            try:
-                results[path] = _run_child([sys.executable, str(_HERE / "doctor.py"), "--probe-plugin", path,
-                                            *modules])
-            except CheckFailed as exc:
-                results[path] = {"crash": str(exc)}
-            if "module" not in results[path] and "crash" not in results[path]:
-                break  # the flavour does not import: the first probe says why
-        first = next(iter(results.values()), None)
-        if first is None:  # no plugin library: import here only to report the version
-            first = probe_import(modules)
-        if "module" in first:
-            importable[flavour] = first["module"]
-            env_rows.append(Row("environment", check, PASS, f"{first['module']} {first['version']}"))
-        elif "crash" in first:
-            env_rows.append(Row("environment", check, FAIL, f"importing it: {first['crash']}"))
+        imported = _probe("import", modules)
+        if "module" in imported:
+            importable[flavour] = imported["module"]
+            env_rows.append(Row("environment", check, PASS, f"{imported['module']} {imported['version']}"))
         else:
-            env_rows.append(Row("environment", check, FAIL, "installed, but does not import: "
-                                + "; ".join(first["import_errors"])))
+            why = imported.get("crash") or "; ".join(imported["import_errors"])
+            env_rows.append(Row("environment", check, FAIL, f"installed, but does not import: {why}"))
         for path, how in LOADING_PATHS.items():
-            result = results.get(path)
-            if library is None:
-                plugin_rows.append(Row("plugin", f"{flavour}: {how}", FAIL, "the plugin library is not built"))
-            elif result is None or ("module" not in result and "crash" not in result):
-                plugin_rows.append(Row("plugin", f"{flavour}: {how}", SKIPPED, f"TensorRT {flavour} does not import"))
-            elif "crash" in result:
-                plugin_rows.append(Row("plugin", f"{flavour}: {how}", FAIL, result["crash"]))
+            name = f"{flavour}: {how}"
+            if flavour not in importable:
+                plugin_rows.append(Row("plugin", name, SKIPPED, f"TensorRT {flavour} does not import"))
+            elif library is None:
+                plugin_rows.append(Row("plugin", name, FAIL, "the plugin library is not built"))
+            elif "crash" in (result := _probe(path, modules)):
+                plugin_rows.append(Row("plugin", name, FAIL, result["crash"]))
             else:
                 plugin_rows.append(_plugin_row(flavour, path, result))
     return env_rows, plugin_rows, importable
-
-
-def probe_import(modules: tuple[str, ...]) -> dict:
-    """{'module', 'version'} of the first of `modules` that imports in a child process, else {'import_errors'}."""
-    code = ("import importlib, json, sys\nout = {'import_errors': []}\nfor name in sys.argv[1:]:\n"
-            "    try:\n        m = importlib.import_module(name)\n    except Exception as exc:\n"
-            "        out['import_errors'].append(f'{name}: {type(exc).__name__}: {exc}'.splitlines()[0])\n"
-            "    else:\n        out = {'module': name, 'version': str(getattr(m, '__version__', '?'))}\n        break\n"
-            "print(json.dumps(out))")
-    try:
-        return _run_child([sys.executable, "-c", code, *modules])
-    except CheckFailed as exc:
-        return {"crash": str(exc)}
 
 
 # ------------------------------------------------------------------------------------------------ environment
