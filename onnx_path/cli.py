@@ -455,7 +455,14 @@ class Check(Tool):
         from onnx_path.common import SWISH_ELEM_TYPES, elem_type_name, graph_inputs, load_model, numpy_dtype_for
         from onnx_path.contract import check_swish_nodes
         from onnx_path.export import ExportError
-        from onnx_path.parity import check_parity, export_baseline, random_feeds, torch_output_mismatch
+        from onnx_path.parity import (
+            FeedError,
+            RunFailure,
+            check_parity,
+            export_baseline,
+            random_feeds,
+            torch_output_mismatch,
+        )
         from onnx_path.verdict import far_beyond_baseline
 
         if (args.torch_model is None) == (args.reference is None):
@@ -494,8 +501,9 @@ class Check(Tool):
         try:
             feeds = random_feeds(model, batch=args.batch, dims=args.dims, seed=args.seed, count=args.iterations,
                                  scale=args.scale)
-        except ValueError as exc:  # batch, count and scale are validated by the parser: a dynamic axis is left
-            raise UsageError(f"{exc} (with --dims NAME=SIZE)") from None
+        except FeedError as exc:  # batch, count and scale are validated by the parser: axes and sizes are left
+            change = "with --dims NAME=SIZE" if exc.option == "dims" else "use a smaller --batch or --dims"
+            raise UsageError(f"{exc} ({change})") from None
         baseline, baseline_name, baseline_skipped = None, "", ""
         if args.no_baseline:
             baseline_skipped = "--no-baseline"
@@ -514,10 +522,15 @@ class Check(Tool):
             tolerances = (args.atol if args.atol is not None else atol, args.rtol if args.rtol is not None else rtol)
         _progress(f"running {', '.join(backends)}{' + TensorRT' if args.engine else ''} against "
                   f"{args.torch_model or args.reference} ...")
-        report = check_parity(model, torch_model=torch_model, reference_onnx=reference, feeds=feeds, dtype=model_dtype,
-                              backends=backends, engine_path=args.engine, per_layer=args.per_layer,
-                              tolerances=tolerances, model_name=str(args.input), baseline_onnx=baseline,
-                              baseline_name=baseline_name, baseline_skipped=baseline_skipped)
+        try:
+            report = check_parity(model, torch_model=torch_model, reference_onnx=reference, feeds=feeds,
+                                  dtype=model_dtype, backends=backends, engine_path=args.engine,
+                                  per_layer=args.per_layer, tolerances=tolerances, model_name=str(args.input),
+                                  baseline_onnx=baseline, baseline_name=baseline_name,
+                                  baseline_skipped=baseline_skipped)
+        except RunFailure as exc:
+            raise UsageError(f"{exc} (the model may not take these sizes: change --batch {args.batch} or --dims; or "
+                             "it needs an op this executor lacks: choose others with --backends)") from None
         if args.torch_model and (far := far_beyond_baseline(report)):
             report.warnings.append(
                 f"output(s) {', '.join(far)} fail by a wide margin while the baseline passes: {args.input} may come "

@@ -40,6 +40,10 @@ __all__ = [
     "atomic_output",
     "write_text_atomic",
     "node_label",
+    "subgraphs",
+    "iter_graphs",
+    "all_nodes",
+    "text_attribute_problem",
     "is_swish_node",
     "op_counts",
     "swish_nodes",
@@ -183,6 +187,54 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
 def node_label(node: onnx.NodeProto, index: int) -> str:
     """How reports name a node: its name, or '<OpType>_<index>' (index in the graph) when it has none."""
     return node.name or f"{node.op_type}_{index}"
+
+
+def subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
+    """(attribute name, graph) for each body of the node: If's branches, Loop's and Scan's body, any GRAPH(S)."""
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            yield attr.name, attr.g
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            for i, g in enumerate(attr.graphs):
+                yield f"{attr.name}[{i}]", g
+
+
+def iter_graphs(graph: onnx.GraphProto, where: str = "") -> Iterator[tuple[str, onnx.GraphProto]]:
+    """(where, graph) for `graph` and every subgraph in it, depth first; `where` is '' for `graph` itself, else
+    e.g. "If node 'cond' then_branch / ..." (the path of nodes and attributes down to it)."""
+    yield where, graph
+    for index, node in enumerate(graph.node):
+        for attr, body in subgraphs(node):
+            inner = f"{node.op_type} node {node_label(node, index)!r} {attr}"
+            yield from iter_graphs(body, f"{where} / {inner}" if where else inner)
+
+
+def all_nodes(model: onnx.ModelProto) -> Iterator[tuple[str, int, onnx.NodeProto]]:
+    """(where, index, node) for the nodes of the main graph, its subgraphs and the model's functions."""
+    for where, graph in iter_graphs(model.graph):
+        for index, node in enumerate(graph.node):
+            yield where, index, node
+    for function in model.functions:
+        for index, node in enumerate(function.node):
+            yield f"function {function.name!r}", index, node
+            for attr, body in subgraphs(node):
+                for inner, graph in iter_graphs(body, f"function {function.name!r} / {node.op_type} {attr}"):
+                    for i, n in enumerate(graph.node):
+                        yield inner, i, n
+
+
+def text_attribute_problem(model: onnx.ModelProto) -> str | None:
+    """'node LABEL attribute NAME ...' for the first string attribute that is not UTF-8 text, or None."""
+    for where, index, node in all_nodes(model):
+        for attr in node.attribute:
+            for value in [attr.s] if attr.type == onnx.AttributeProto.STRING else list(attr.strings):
+                try:
+                    value.decode("utf-8")
+                except UnicodeDecodeError:
+                    place = f" (in {where})" if where else ""
+                    return (f"node {node_label(node, index)!r}{place} has attribute {attr.name!r} that is not UTF-8 "
+                            f"text ({value[:40]!r})")
+    return None
 
 
 def is_swish_node(node: onnx.NodeProto) -> bool:

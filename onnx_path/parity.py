@@ -23,7 +23,9 @@ marks every tensor of the ONNX graphs as an output (Polygraphy's ``modify_output
 the ONNX runners tensor by tensor, matching outputs by exact name.
 
 Requests that cannot be compared as asked — a missing engine file, inputs or outputs that differ from the
-reference's, a reference ONNX Runtime cannot run, no candidate left to run — raise ``ParityInputError``.
+reference's, a reference ONNX Runtime cannot run, no candidate left to run — raise ``ParityInputError``; a runner
+that fails on the inputs (an op it lacks, sizes the model cannot take, memory) raises its subclass ``RunFailure``,
+and inputs that cannot be made (an axis without a size, or too large to allocate) raise ``FeedError``.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ from polygraphy.backend.base import BaseRunner
 from polygraphy.backend.onnx import modify_outputs
 from polygraphy.backend.onnxrt import OnnxrtRunner
 from polygraphy.common import TensorMetadata
-from polygraphy.comparator import Comparator, CompareFunc
+from polygraphy.comparator import Comparator, CompareFunc, RunResults
 from polygraphy.logger import G_LOGGER
 
 from torchtrt_swish.dtypes import TOLERANCES
@@ -68,6 +70,8 @@ __all__ = [
     "BASELINE_FACTOR",
     "REFERENCE_NAME",
     "ParityInputError",
+    "RunFailure",
+    "FeedError",
     "check_tolerance",
     "io_mismatch",
     "torch_output_mismatch",
@@ -85,6 +89,18 @@ __all__ = [
 
 class ParityInputError(ValueError):
     """The comparison cannot be made as asked (see the module docstring); the message names what is wrong."""
+
+
+class RunFailure(ParityInputError):
+    """A runner raised while it loaded the model or ran it on the inputs; the message names the runner and inputs."""
+
+
+class FeedError(ValueError):
+    """Random inputs cannot be made as asked; `option` says which knob to change ('dims' or 'size')."""
+
+    def __init__(self, message: str, option: str):
+        super().__init__(message)
+        self.option = option
 
 
 @contextlib.contextmanager
@@ -222,6 +238,10 @@ def random_feeds(
     rng = np.random.default_rng(seed)
     dims = dict(dims or {})
     inputs = graph_inputs(model)
+    named = {d.dim_param for vi in inputs for d in vi.type.tensor_type.shape.dim if d.HasField("dim_param")}
+    if unknown := sorted(set(dims) - named):
+        raise FeedError(f"no input has an axis named {', '.join(map(repr, unknown))} (the model's named axes: "
+                        f"{', '.join(sorted(named)) or 'none'})", "dims")
     feeds = []
     for _ in range(count):
         feed = OrderedDict()
@@ -236,9 +256,14 @@ def random_feeds(
                 elif axis == 0:
                     shape.append(batch)
                 else:
-                    raise ValueError(f"input {name!r} axis {axis} ({d.dim_param or '?'}) is dynamic: give its size")
-            # np.asarray: for a 0-d input standard_normal(()) * scale is a NumPy scalar, not an array.
-            feed[name] = np.asarray(rng.standard_normal(shape) * scale).astype(numpy_dtype_for(tt.elem_type))
+                    raise FeedError(f"input {name!r} axis {axis} ({d.dim_param or '?'}) is dynamic: give its size",
+                                    "dims")
+            try:
+                # np.asarray: for a 0-d input standard_normal(()) * scale is a NumPy scalar, not an array.
+                feed[name] = np.asarray(rng.standard_normal(shape) * scale).astype(numpy_dtype_for(tt.elem_type))
+            except MemoryError:
+                raise FeedError(f"input {name!r} of shape {_show_shape(shape)} is too large to allocate",
+                                "size") from None
         feeds.append(feed)
     return feeds
 
@@ -259,6 +284,21 @@ def _simple_compare_func(**kwargs):
 def _results_list(accuracy):
     # Polygraphy >= 0.50 returns AccuracyResults (one per compare func); older versions one AccuracyResult.
     return list(accuracy) if isinstance(accuracy, list) or hasattr(accuracy, "lst") else [accuracy]
+
+
+def _run_each(runners: Sequence[BaseRunner], feeds: Sequence[Mapping[str, np.ndarray]]) -> RunResults:
+    """Comparator.run, one runner at a time, so that a failure names its runner; RunFailure instead of its exception."""
+    results = RunResults()
+    for runner in runners:
+        try:
+            one = Comparator.run([runner], data_loader=list(feeds))
+        except Exception as exc:  # noqa: BLE001 - executors raise their own types (ORT's Fail, NumPy's, MemoryError)
+            shapes = ", ".join(f"{k}: {_show_shape(np.shape(v))}" for k, v in feeds[0].items()) if feeds else "none"
+            text = _first_line(exc) if not isinstance(exc, MemoryError) else f"MemoryError: cannot allocate ({exc})"
+            raise RunFailure(f"{runner.name} could not run the model on inputs {shapes}: {text[:400]}") from None
+        for name, iterations in one.items():  # (RunResults.update assigns to a list by name in Polygraphy 0.53)
+            results[name] = iterations
+    return results
 
 
 def _magnitudes(iterations) -> dict[str, float]:
@@ -302,7 +342,7 @@ def compare_runners(
     baseline_indices = set(baseline_of.values())
     pairs = [(i, reference_index) for i in range(len(runners)) if i != reference_index] + list(extra_pairs)
     with G_LOGGER.verbosity(G_LOGGER.CRITICAL):
-        results = Comparator.run(list(runners), data_loader=list(feeds))
+        results = _run_each(runners, feeds)
         accuracy = Comparator.compare_accuracy(
             results,
             comparisons=pairs,

@@ -68,6 +68,7 @@ from .common import (
     OnnxInputError,
     numpy_dtype_for,
     op_counts,
+    text_attribute_problem,
 )
 from .contract import bias_layout, bias_problem, model_problems, x_dtype_problem
 
@@ -369,33 +370,67 @@ def convert_onnx_swish(self, fold_bias=True):
     return done, refused
 
 
-def _decode_info(values: np.ndarray | None) -> dict | None:
+def _malformed(node: gs.Node, why: str) -> OnnxInputError:
+    return OnnxInputError(f"original-format node {node.name!r} {why}")
+
+
+def _parse_info(node: gs.Node, text: str):
+    """json.loads(text); None when it is not JSON; OnnxInputError for a number too large to parse."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        # Python refuses integers of over 4300 digits (a ValueError of its own): malformed, not merely "not JSON".
+        if "integer string conversion" in str(exc):
+            raise _malformed(node, "has an info holding a number too large to parse") from None
+        return None
+
+
+def _decode_info(node: gs.Node, values: np.ndarray | None) -> dict | None:
     if values is None or values.dtype.kind not in "iu" or values.ndim > 1:
         return None
     try:
-        info = json.loads(bytes(int(c) for c in values.reshape(-1)).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
+        text = bytes(int(c) for c in values.reshape(-1)).decode("utf-8")
+    except ValueError:  # codes outside 0..255
         return None
+    except UnicodeDecodeError:
+        raise _malformed(node, "has an info input whose character codes are not UTF-8 text") from None
+    info = _parse_info(node, text)
     return info if isinstance(info, dict) else None
 
 
+def _check_seed_structure(node: gs.Node, max_inputs: int) -> None:
+    """OnnxInputError unless the node has x (and at most `max_inputs` inputs) and exactly one output."""
+    if not node.inputs:
+        raise _malformed(node, "has no inputs: the swish takes x (and a bias)")
+    if len(node.inputs) > max_inputs:
+        raise _malformed(node, f"has {len(node.inputs)} inputs: the swish takes at most {max_inputs}")
+    if len(node.outputs) != 1:
+        raise _malformed(node, "has no outputs: the swish has one" if not node.outputs else
+                         f"has {len(node.outputs)} outputs: the swish has one")
+
+
 def _seed_match(node: gs.Node, graph: gs.Graph):
-    """(info, bias tensor or None) for a seed-format swish node, or a refusal reason string, or None."""
+    """(info, bias tensor or None) for a seed-format swish node, or a refusal reason string, or None.
+
+    OnnxInputError for a malformed one (no inputs, not one output, a number too large to parse).
+    """
     if node.domain == SEED000_DOMAIN and node.op == "Plugin":
         if _attr_str(node, "name") not in SEED_NAMES:
             return None  # another plugin of the seed's framework
+        _check_seed_structure(node, 2)
         raw = _attr_str(node, "info") or "{}"
-        try:
-            info = json.loads(raw)
-        except ValueError:
+        if (info := _parse_info(node, raw)) is None:
             return f"info attribute is not JSON: {raw[:60]!r}"
         return info if isinstance(info, dict) else {}, node.inputs[1] if len(node.inputs) > 1 else None
     if node.domain == SEED001_DOMAIN and node.op in ("Plugin", *SEED_NAMES):
-        info = _decode_info(_const_values(node.inputs[1], graph)) if len(node.inputs) > 1 else None
+        if node.op != "Plugin":
+            _check_seed_structure(node, 3)
+        info = _decode_info(node, _const_values(node.inputs[1], graph)) if len(node.inputs) > 1 else None
         if info is None:
             return None if node.op == "Plugin" else "second input is not a Constant of character codes holding JSON"
         if node.op == "Plugin" and info.get("name") not in SEED_NAMES:
             return None
+        _check_seed_structure(node, 3)
         return info, node.inputs[2] if len(node.inputs) > 2 else None
     return None
 
@@ -413,11 +448,11 @@ def _info_bias(node: gs.Node, value: int | float, x_elem: int | None) -> float:
         narrow = np.float32(wide)
         in_x = narrow.astype(numpy_dtype_for(x_elem)) if x_elem is not None else narrow
     if not math.isfinite(wide) or not np.isfinite(narrow):
-        raise OnnxInputError(f"{SWISH_OP} source node {node.name!r}: its info's bias {shown} is not a finite float32 "
-                             "number (the original material stored the bias as a float32 attribute)")
+        raise _malformed(node, f"has an info bias {shown} that is not a finite float32 number (the original "
+                               "material stored the bias as a float32 attribute)")
     if not np.isfinite(in_x):
-        raise OnnxInputError(f"{SWISH_OP} source node {node.name!r}: its info's bias {shown} overflows x's dtype "
-                             f"{onnx.TensorProto.DataType.Name(x_elem)}")
+        raise _malformed(node, f"has an info bias {shown} that overflows x's dtype "
+                               f"{onnx.TensorProto.DataType.Name(x_elem)}")
     return wide
 
 
@@ -501,6 +536,8 @@ def run_surgery(
     unknown = [p for p in passes if p not in PASSES]
     if unknown:
         raise ValueError(f"unknown surgery pass(es) {unknown}; choose from {', '.join(PASSES)}")
+    if (why := text_attribute_problem(model)) is not None:
+        raise OnnxInputError(why)  # graphsurgeon (and TensorRT's parser) read string attributes as UTF-8
     report = SurgeryReport(counts_before=dict(op_counts(model)))
     # Initializers also listed as graph inputs are defaults the caller may override. graphsurgeon would import them
     # as constants (and export them as plain initializers): take them out, so they are graph inputs to the passes
