@@ -243,14 +243,16 @@ def is_swish_node(node: onnx.NodeProto) -> bool:
 
 
 def swish_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    """The SwishBias nodes of the main graph."""
-    return [n for n in model.graph.node if is_swish_node(n)]
+    """The SwishBias nodes of the main graph and of its If/Loop/Scan bodies."""
+    return [n for _, g in iter_graphs(model.graph) for n in g.node if is_swish_node(n)]
 
 
 def op_counts(model: onnx.ModelProto) -> collections.Counter:
-    """Node count per op type in the main graph (custom domains prefixed, e.g. 'torchtrt_swish::SwishBias')."""
+    """Node count per op type in the main graph and its bodies (custom domains prefixed, e.g.
+    'torchtrt_swish::SwishBias')."""
     return collections.Counter(
-        f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type for n in model.graph.node
+        f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
+        for _, g in iter_graphs(model.graph) for n in g.node
     )
 
 

@@ -27,6 +27,7 @@ from .common import (
     graph_inputs,
     is_swish_node,
     load_model,
+    swish_nodes,
 )
 
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -202,7 +203,7 @@ def build_engine(
         raise EngineBuildError(f"precision {precision} conflicts with the model's {'/'.join(graph_half)} inputs")
 
     trt = import_tensorrt()
-    library = _load_plugin(trt, plugin_library) if any(is_swish_node(n) for n in model.graph.node) else None
+    library = _load_plugin(trt, plugin_library) if swish_nodes(model) else None
     flag_precision = precision if precision != "fp32" and not graph_half else None
     has_precision_flags = hasattr(trt.BuilderFlag, "FP16")
     if flag_precision and not hasattr(trt.BuilderFlag, flag_precision.upper()):

@@ -45,7 +45,13 @@ All passes follow the node contract of ``onnx_path.contract`` (they refuse what 
 dtype other than float32/float16/bfloat16), and ``run_surgery`` validates every node it emits against it. A
 "constant" is an initializer or a ``Constant`` node's output, never a graph input: an initializer that is also
 listed as a graph input can be overridden by the caller at run time, so folding it would freeze it. Unnamed nodes
-are named ``<OpType>_<index>`` (their position in the input graph), in the reports and in the written model.
+are named ``<OpType>_<index>`` (their position in their graph, made unique across the model), in the reports and
+in the written model.
+
+Every pass runs on the main graph and on every If/Loop/Scan body (a tensor read by a body from the outer scope
+counts as another consumer), unused-domain pruning counts the bodies' nodes, and the result passes
+``onnx.checker.check_model`` at the input's IR version: below IR 4, where every initializer must also be a graph
+input, the main graph lists its new constants as inputs and a body gets them as ``Constant`` nodes.
 """
 from __future__ import annotations
 
@@ -66,6 +72,8 @@ from .common import (
     SWISH_DOMAIN,
     SWISH_OP,
     OnnxInputError,
+    all_nodes,
+    iter_graphs,
     numpy_dtype_for,
     op_counts,
     text_attribute_problem,
@@ -233,10 +241,12 @@ def _unique(base: str, taken: set[str]) -> str:
 
 
 class _Names:
-    """Unique node/tensor names for new objects (never used to *find* anything)."""
+    """Unique node/tensor names for new objects (never used to *find* anything), across the graph and its bodies."""
 
     def __init__(self, graph: gs.Graph):
-        self.taken = {n.name for n in graph.nodes} | set(graph.tensors().keys())
+        self.taken = set()
+        for g in (graph, *graph.subgraphs(recursive=True)):
+            self.taken |= {n.name for n in g.nodes} | set(g.tensors().keys())
 
     def __call__(self, base: str) -> str:
         return _unique(base, self.taken)
@@ -321,9 +331,9 @@ def _replace(graph, names, kind, matched, x, y, fold_bias):
 
 
 @gs.Graph.register()
-def fuse_sigmoid_mul(self, fold_bias=True):
+def fuse_sigmoid_mul(self, fold_bias=True, names=None):
     """Fuse Sigmoid(x) -> Mul(x, .) [-> Add(const)] into SwishBias; returns (replacements, refusals)."""
-    names, done, refused = _Names(self), [], []
+    names, done, refused = names or _Names(self), [], []
     for sig in list(self.nodes):
         if not _is_std(sig, "Sigmoid") or len(sig.inputs) != 1 or len(sig.outputs) != 1:
             continue
@@ -349,9 +359,9 @@ def fuse_sigmoid_mul(self, fold_bias=True):
 
 
 @gs.Graph.register()
-def convert_onnx_swish(self, fold_bias=True):
+def convert_onnx_swish(self, fold_bias=True, names=None):
     """Convert standard ONNX Swish nodes with alpha == 1 into SwishBias; returns (replacements, refusals)."""
-    names, done, refused = _Names(self), [], []
+    names, done, refused = names or _Names(self), [], []
     for node in list(self.nodes):
         if not _is_std(node, "Swish") or len(node.inputs) != 1 or len(node.outputs) != 1:
             continue
@@ -457,9 +467,9 @@ def _info_bias(node: gs.Node, value: int | float, x_elem: int | None) -> float:
 
 
 @gs.Graph.register()
-def convert_seed_swish(self):
+def convert_seed_swish(self, names=None):
     """Convert the original material's swish nodes (custom::Plugin, ai.onnx.contrib); returns (replaced, refused)."""
-    names, done, refused = _Names(self), [], []
+    names, done, refused = names or _Names(self), [], []
     for node in list(self.nodes):
         match = _seed_match(node, self)
         if match is None:
@@ -506,13 +516,34 @@ def convert_seed_swish(self):
 
 
 def _prune_unused_domains(model: onnx.ModelProto) -> None:
-    used = {n.domain for n in model.graph.node} | {f.domain for f in model.functions}
-    for f in model.functions:
-        used |= {n.domain for n in f.node}
+    # A domain used only inside an If/Loop/Scan body or a function is used: dropping it makes the model invalid.
+    used = {n.domain for _, _, n in all_nodes(model)} | {f.domain for f in model.functions}
     used |= {"", "ai.onnx"}
     keep = [o for o in model.opset_import if o.domain in used]
     del model.opset_import[:]
     model.opset_import.extend(keep)
+
+
+def _initializers_as_inputs(model: onnx.ModelProto) -> None:
+    """IR < 4: every initializer must also be a graph input. The main graph lists its new ones as inputs; a body
+    (whose inputs are fixed by If/Loop/Scan) gets Constant nodes instead."""
+    g = model.graph
+    listed = {i.name for i in g.input}
+    g.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                   for t in g.initializer if t.name not in listed)
+    for _, body in list(iter_graphs(g))[1:]:
+        listed = {i.name for i in body.input}
+        moved = [t for t in body.initializer if t.name not in listed]
+        if not moved:
+            continue
+        kept = [t for t in body.initializer if t.name in listed]
+        del body.initializer[:]
+        body.initializer.extend(kept)
+        constants = [onnx.helper.make_node("Constant", [], [t.name], name=f"{t.name}/Constant", value=t)
+                     for t in moved]
+        nodes = constants + list(body.node)
+        del body.node[:]
+        body.node.extend(nodes)
 
 
 def _check_emitted(model: onnx.ModelProto, out: onnx.ModelProto) -> None:
@@ -556,14 +587,20 @@ def run_surgery(
     except Exception:  # noqa: BLE001 - inference is best effort; unknown types lead to refusals, not errors
         inferred = work
     graph = gs.import_onnx(inferred)
-    taken = {n.name for n in graph.nodes if n.name}
-    for index, node in enumerate(graph.nodes):
-        if not node.name:
-            node.name = _unique(f"{node.op}_{index}", taken)
-    steps = {"seed": graph.convert_seed_swish, "onnx-swish": lambda: graph.convert_onnx_swish(fold_bias),
-             "sigmoid-mul": lambda: graph.fuse_sigmoid_mul(fold_bias)}
+    graphs = [graph, *graph.subgraphs(recursive=True)]  # If/Loop/Scan bodies are fused like the main graph
+    taken = {n.name for g in graphs for n in g.nodes if n.name}
+    for g in graphs:
+        for index, node in enumerate(g.nodes):
+            if not node.name:
+                node.name = _unique(f"{node.op}_{index}", taken)
+    names = _Names(graph)
     for name in PASSES:  # fixed order: seeds first, then ONNX Swish, then the generic pattern
-        if name in passes:
+        if name not in passes:
+            continue
+        for g in graphs:
+            steps = {"seed": lambda: g.convert_seed_swish(names=names),
+                     "onnx-swish": lambda: g.convert_onnx_swish(fold_bias, names=names),
+                     "sigmoid-mul": lambda: g.fuse_sigmoid_mul(fold_bias, names=names)}
             done, refused = steps[name]()
             report.replaced += done
             report.refused += refused
@@ -576,6 +613,8 @@ def run_surgery(
         still_inputs = {i.name for i in out.graph.input}
         out.graph.initializer.extend(t for t in defaults if t.name in still_inputs)
         out.ir_version = model.ir_version
+        if out.ir_version < 4:
+            _initializers_as_inputs(out)
         out.producer_name, out.producer_version = model.producer_name, model.producer_version
         del out.metadata_props[:]
         out.metadata_props.extend(model.metadata_props)
