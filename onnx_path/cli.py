@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
 from pathlib import Path
 
-from torchtrt_swish.dtypes import BASELINE_FACTOR, DTYPES, TOLERANCES, dtype_name
-from torchtrt_swish.shapes import parse_shape, parse_shape_spec
+from torchtrt_swish.dtypes import BASELINE_FACTOR, DTYPES, TOLERANCES
+from torchtrt_swish.shapes import parse_shape_spec
+
+from onnx_path.cli_args import dims_arg, dtype_arg, positive_float, positive_int, shape_arg, tolerance, tolerance_list
 
 DTYPE_NAMES = tuple(DTYPES)
 EXIT_OK, EXIT_PARITY_FAIL, EXIT_USAGE = 0, 1, 2
@@ -85,43 +86,6 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         except BrokenPipeError:
             _silence_stdout()
         raise
-
-
-def _dtype_arg(text: str) -> str:
-    try:
-        return dtype_name(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _number_arg(kind: type, minimum: float, *, inclusive: bool):
-    """argparse type: a finite `kind` (int or float) >= minimum (or > minimum); the error names the value."""
-    bound = f"{'>=' if inclusive else '>'} {minimum:g}"
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'} {bound}, "
-                                             f"got {text!r}") from None
-        if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive):
-            raise argparse.ArgumentTypeError(f"must be {'an integer' if kind is int else 'a finite number'} "
-                                             f"{bound}, got {text!r}")
-        return value
-
-    return parse
-
-
-_positive_int = _number_arg(int, 1, inclusive=True)
-_positive_float = _number_arg(float, 0, inclusive=False)
-_tolerance = _number_arg(float, 0, inclusive=True)  # NaN or a negative bound would make every comparison pass
-
-
-def _shape_arg(text: str) -> tuple[int, ...]:
-    try:
-        return parse_shape(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _existing_file(text: str | Path) -> Path:
@@ -250,12 +214,12 @@ class Export(Tool):
                             help="ONNX file to write; its folder must exist (required)")
         parser.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
                             help="torch.onnx exporter")
-        parser.add_argument("--opset", type=_positive_int, default=None,
+        parser.add_argument("--opset", type=positive_int, default=None,
                             help="ONNX opset, >= 11 (dynamo: >= 18) (default: 17 for torchscript, torch's for "
                                  "dynamo, 22 for bfloat16, where Conv first takes bfloat16)")
-        parser.add_argument("--dtype", type=_dtype_arg, default=None,
+        parser.add_argument("--dtype", type=dtype_arg, default=None,
                             help="float32, float16 or bfloat16 (default: the model's, float32)")
-        parser.add_argument("--input-shape", type=_shape_arg, default=None,
+        parser.add_argument("--input-shape", type=shape_arg, default=None,
                             help="example input shape NxCxHxW, e.g. 1x3x64x64 (default: 1x1x5x5 for seed-net, "
                                  "1x3x64x64 for torchvision models)")
         parser.add_argument("--static", action="store_true", help="no dynamic batch axis")
@@ -352,7 +316,7 @@ class BuildEngine(Tool):
                                                                          "(default: batch 1/8/32 on axis 0)")
         parser.add_argument("--plugin", type=Path, default=None,
                             help="plugin library (default: the one in the package)")
-        parser.add_argument("--workspace-gib", type=_positive_float, default=None,
+        parser.add_argument("--workspace-gib", type=positive_float, default=None,
                             help="builder workspace limit in GiB (default: TensorRT's)")
         parser.add_argument("--verbose", action="store_true", help="TensorRT verbose log")
 
@@ -382,22 +346,6 @@ class BuildEngine(Tool):
         return EXIT_OK
 
 
-def _tolerance_list(which: int) -> str:
-    """'float32 0.0001, float16 0.01, ...': the default atol (0) or rtol (1) of each dtype, for the help texts."""
-    return ", ".join(f"{dtype} {bounds[which]:g}" for dtype, bounds in TOLERANCES.items())
-
-
-def _dims_arg(text: str) -> dict[str, int]:
-    """Parse 'height=5,width=5' into {'height': 5, 'width': 5}."""
-    out = {}
-    for item in text.split(","):
-        name, sep, size = item.partition("=")
-        if not sep or not name.strip() or not size.strip().isdigit() or int(size) < 1:
-            raise argparse.ArgumentTypeError(f"--dims entry {item!r} is not NAME=SIZE with SIZE >= 1")
-        out[name.strip()] = int(size)
-    return out
-
-
 class Check(Tool):
     """Polygraphy parity report against a float64 PyTorch (or ONNX) reference"""
 
@@ -424,7 +372,7 @@ class Check(Tool):
         parser.add_argument("--reference", default=None,
                             help="reference: an ONNX file (e.g. before fusion) run by ONNX Runtime "
                                  "(default: none; give this or --torch-model)")
-        parser.add_argument("--dtype", type=_dtype_arg, default=None,
+        parser.add_argument("--dtype", type=dtype_arg, default=None,
                             help="expected input dtype (default: the model's)")
         parser.add_argument("--backends", default=None,
                             help="comma-separated CPU executors: reference, ort (default: both for float32, reference "
@@ -435,19 +383,19 @@ class Check(Tool):
         parser.add_argument("--per-layer", action="store_true",
                             help="mark every tensor as an output and compare them all")
         parser.add_argument("--no-baseline", action="store_true", help="judge by --atol/--rtol only (no baseline runs)")
-        parser.add_argument("--batch", type=_positive_int, default=2, help="size of a dynamic batch axis")
-        parser.add_argument("--dims", type=_dims_arg, default=None, metavar="NAME=SIZE[,NAME=SIZE]",
+        parser.add_argument("--batch", type=positive_int, default=2, help="size of a dynamic batch axis")
+        parser.add_argument("--dims", type=dims_arg, default=None, metavar="NAME=SIZE[,NAME=SIZE]",
                             help="sizes of named dynamic axes other than the batch, e.g. height=5,width=5 "
                                  "(default: none)")
-        parser.add_argument("--iterations", type=_positive_int, default=1, help="number of random input sets")
-        parser.add_argument("--scale", type=_positive_float, default=1.0,
+        parser.add_argument("--iterations", type=positive_int, default=1, help="number of random input sets")
+        parser.add_argument("--scale", type=positive_float, default=1.0,
                             help="standard deviation of the random inputs")
         parser.add_argument("--seed", type=int, default=0,
                             help="seed for the random inputs (and --torch-model weights)")
-        parser.add_argument("--atol", type=_tolerance, default=None,
-                            help=f"absolute tolerance, finite and >= 0 (default: per dtype, {_tolerance_list(0)})")
-        parser.add_argument("--rtol", type=_tolerance, default=None,
-                            help=f"relative tolerance, finite and >= 0 (default: per dtype, {_tolerance_list(1)})")
+        parser.add_argument("--atol", type=tolerance, default=None,
+                            help=f"absolute tolerance, finite and >= 0 (default: per dtype, {tolerance_list(0)})")
+        parser.add_argument("--rtol", type=tolerance, default=None,
+                            help=f"relative tolerance, finite and >= 0 (default: per dtype, {tolerance_list(1)})")
         parser.add_argument("--json", type=Path, default=None, help="write the report as JSON (default: none)")
 
     def run(self, args) -> int:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -51,6 +50,7 @@ from polygraphy.logger import G_LOGGER
 from torchtrt_swish.dtypes import TOLERANCES
 
 from .common import elem_type_name, flush_denormals, graph_inputs, numpy_dtype_for
+from .feeds import FeedError, onnx_input_metadata, random_feeds, show_shape
 from .reference import ReferenceExecutor, numpy_to_torch, ort_session
 from .verdict import (
     BASELINE_FACTOR,
@@ -93,14 +93,6 @@ class ParityInputError(ValueError):
 
 class RunFailure(ParityInputError):
     """A runner raised while it loaded the model or ran it on the inputs; the message names the runner and inputs."""
-
-
-class FeedError(ValueError):
-    """Random inputs cannot be made as asked; `option` says which knob to change ('dims' or 'size')."""
-
-    def __init__(self, message: str, option: str):
-        super().__init__(message)
-        self.option = option
 
 
 @contextlib.contextmanager
@@ -211,63 +203,6 @@ def _comparable(a: np.ndarray) -> np.ndarray:
     return np.asarray(a.astype(np.float32) if a.dtype.name == "bfloat16" else a, order="C")
 
 
-def onnx_input_metadata(model: onnx.ModelProto) -> TensorMetadata:
-    """Polygraphy TensorMetadata for the model's real inputs (dynamic dims as None)."""
-    meta = TensorMetadata()
-    for vi in graph_inputs(model):
-        tt = vi.type.tensor_type
-        shape = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-        meta.add(vi.name, numpy_dtype_for(tt.elem_type), shape)
-    return meta
-
-
-def random_feeds(
-    model: onnx.ModelProto, *, batch: int = 2, dims: Mapping[str, int] | None = None, seed: int = 0, count: int = 1,
-    scale: float = 1.0,
-) -> list[OrderedDict]:
-    """`count` feed dicts of normal(0, scale) values for the model's inputs; dynamic dims from `dims` or `batch`.
-
-    Keep `scale` near the data the model was calibrated on: a randomly initialized deep net fed far larger inputs
-    is chaotic, and then even float32 PyTorch disagrees with float64 PyTorch.
-    """
-    for name, value in (("batch", batch), ("count", count)):
-        if int(value) < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
-    if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
-    rng = np.random.default_rng(seed)
-    dims = dict(dims or {})
-    inputs = graph_inputs(model)
-    named = {d.dim_param for vi in inputs for d in vi.type.tensor_type.shape.dim if d.HasField("dim_param")}
-    if unknown := sorted(set(dims) - named):
-        raise FeedError(f"no input has an axis named {', '.join(map(repr, unknown))} (the model's named axes: "
-                        f"{', '.join(sorted(named)) or 'none'})", "dims")
-    feeds = []
-    for _ in range(count):
-        feed = OrderedDict()
-        for vi in inputs:
-            name, tt = vi.name, vi.type.tensor_type
-            shape = []
-            for axis, d in enumerate(tt.shape.dim):
-                if d.HasField("dim_value"):
-                    shape.append(d.dim_value)
-                elif d.dim_param in dims:
-                    shape.append(int(dims[d.dim_param]))
-                elif axis == 0:
-                    shape.append(batch)
-                else:
-                    raise FeedError(f"input {name!r} axis {axis} ({d.dim_param or '?'}) is dynamic: give its size",
-                                    "dims")
-            try:
-                # np.asarray: for a 0-d input standard_normal(()) * scale is a NumPy scalar, not an array.
-                feed[name] = np.asarray(rng.standard_normal(shape) * scale).astype(numpy_dtype_for(tt.elem_type))
-            except MemoryError:
-                raise FeedError(f"input {name!r} of shape {_show_shape(shape)} is too large to allocate",
-                                "size") from None
-        feeds.append(feed)
-    return feeds
-
-
 def _exact_name(output_name, index, iter_result, *args):
     # Only compare tensors of the same name: Polygraphy's default would pair unmatched outputs by position.
     return [output_name] if output_name in iter_result else None
@@ -293,7 +228,7 @@ def _run_each(runners: Sequence[BaseRunner], feeds: Sequence[Mapping[str, np.nda
         try:
             one = Comparator.run([runner], data_loader=list(feeds))
         except Exception as exc:  # noqa: BLE001 - executors raise their own types (ORT's Fail, NumPy's, MemoryError)
-            shapes = ", ".join(f"{k}: {_show_shape(np.shape(v))}" for k, v in feeds[0].items()) if feeds else "none"
+            shapes = ", ".join(f"{k}: {show_shape(np.shape(v))}" for k, v in feeds[0].items()) if feeds else "none"
             text = _first_line(exc) if not isinstance(exc, MemoryError) else f"MemoryError: cannot allocate ({exc})"
             raise RunFailure(f"{runner.name} could not run the model on inputs {shapes}: {text[:400]}") from None
         for name, iterations in one.items():  # (RunResults.update assigns to a list by name in Polygraphy 0.53)
@@ -416,10 +351,6 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
-def _show_shape(dims) -> str:
-    return "x".join("?" if d is None else str(d) for d in dims) or "scalar"
-
-
 def _value_infos(values) -> dict[str, tuple[int, list | None]]:
     out = {}
     for vi in values:
@@ -445,8 +376,8 @@ def io_mismatch(candidate: onnx.ModelProto, reference: onnx.ModelProto, what: st
                 continue
             fixed_differ = any(a is not None and b is not None and a != b for a, b in zip(shape, r_shape))
             if len(shape) != len(r_shape) or fixed_differ:
-                return (f"{kind[:-1]} {name!r} has shape {_show_shape(shape)} in the model but "
-                        f"{_show_shape(r_shape)} in the {what}")
+                return (f"{kind[:-1]} {name!r} has shape {show_shape(shape)} in the model but "
+                        f"{show_shape(r_shape)} in the {what}")
     return None
 
 
@@ -464,8 +395,8 @@ def torch_output_mismatch(torch_model: torch.nn.Module, example: torch.Tensor,
         # Axis 0 is the batch, which the example fixes at 1 and the model usually leaves dynamic.
         if shape is not None and (len(shape) != len(got) or any(
                 a is not None and a != b for axis, (a, b) in enumerate(zip(shape, got)) if axis > 0)):
-            return (f"output {name!r} has shape {_show_shape(shape)} in the model, the torch model gives "
-                    f"{_show_shape(got)}")
+            return (f"output {name!r} has shape {show_shape(shape)} in the model, the torch model gives "
+                    f"{show_shape(got)}")
     return None
 
 
