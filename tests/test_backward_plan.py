@@ -474,3 +474,47 @@ def test_fast_div_gives_the_planes_kernel_exact_plane_indices(bp):
         for n in (0, 1, d - 1, d, d + 1, 2 * d - 1, 4095, 4096 * 8 - 1, 12345678, (1 << 32) - 1):
             if 0 <= n < 1 << 32:
                 assert bp.fast_div32(d, n) == n // d, (d, n)
+
+
+# ------------------------------------------------------------------------------------ both sides of each switch, run
+
+# (dtype, x shape, bias shape, what the H200's plan is): pairs on either side of a threshold tested above.
+BOUNDARY_RUNS = [
+    ("float16", (63, 4, 8), (4, 1), ("planes", "samples", 1)),  # grouped columns need 64 rows
+    ("float16", (64, 4, 8), (4, 1), ("cols", None, 1)),
+    ("bfloat16", (32, 32, 64), (32, 1), ("cols", None, 1)),  # a tile of 64 elements holds whole planes of 64 ...
+    ("bfloat16", (32, 32, 128), (32, 1), ("planes", "planes", 1)),  # ... not of 128
+    ("float32", (263, 4, 257), (4, 1), ("planes", "planes", 1)),  # a sample does not fit the block wanted
+    ("float32", (264, 4, 257), (4, 1), ("planes", "samples", 1)),
+    ("float32", (132, 2, 4096), (2, 1), ("planes", "planes", 1)),  # a plane fills a block
+    ("float32", (132, 2, 4100), (2, 1), ("planes", "split", 1)),
+    ("float32", (4096, 64, 16), (64, 1), ("planes", "samples", 1)),  # 1024 partial rows: one column-sum stage
+    ("float32", (4100, 64, 16), (64, 1), ("planes", "samples", 3)),  # 1025: two stages, three slices
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype, shape, bshape, plan", BOUNDARY_RUNS,
+                         ids=[f"{d}-{'x'.join(map(str, s))}" for d, s, _, _ in BOUNDARY_RUNS])
+def test_boundary_shapes_compute_the_same_on_both_sides_cuda(bp, dtype, shape, bshape, plan):
+    """Each side of a switch gets the plan named (on the H200's 132 SMs) and computes dx and dbias right: dx and
+    dbias against fp64 autograd, and dbias exactly the integer sum for small-integer gradients."""
+    import torch
+
+    from test_ops import _assert_backward_close
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if sms != H200_SMS:
+        pytest.skip(f"the boundary shapes are placed for the H200's {H200_SMS} SMs; this GPU has {sms}")
+    channels, inner = bshape[0], math.prod(shape[2:])
+    got = bp.plan(dtype, math.prod(shape), channels, inner)
+    assert (got["kind"], got.get("planes", {}).get("shape"), got["sum_slices"]) == plan, got
+    tdtype = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(7)
+    x = (torch.randn(shape, generator=gen, dtype=torch.float64) * 4).to("cuda", tdtype)
+    b = torch.randn(bshape, generator=gen, dtype=torch.float64).to("cuda", tdtype)
+    g = torch.randn(shape, generator=gen, dtype=torch.float64).to("cuda", tdtype)
+    _assert_backward_close(x, b, g, "x".join(map(str, shape)))
+    gi = torch.randint(-8, 9, shape, generator=gen).to("cuda", tdtype)
+    _, db = torch.ops.torchtrt_swish.swish_backward(gi, x, b)
+    assert torch.equal(db.cpu(), gi.to("cpu", torch.float64).sum_to_size(bshape).to(tdtype))
