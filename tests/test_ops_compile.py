@@ -1,6 +1,12 @@
 """torchtrt_swish::swish under torch.compile with inductor: the decompositions give y, dx and dbias the strides the
-kernels (and the fake kernels) give them, on odd layouts, forward and backward, CPU and CUDA."""
+kernels (and the fake kernels) give them, on odd layouts, forward and backward, CPU and CUDA; and a changed
+decomposition is never served from the AOTAutograd or FX graph caches."""
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -152,3 +158,112 @@ def test_view_of_output_compiles_as_in_eager(device, dynamic):
     _assert_backward_values(x, b, g, dx, db, "view(-1), autograd")
     dxf = torch.compile(flat_dx, fullgraph=True, dynamic=dynamic)(g, x, b)
     _assert_backward_values(x, b, g, dxf.view(x.shape), OPS.swish_backward(g, x, b)[1], "swish_backward.view(-1)")
+
+
+# ----------------------------------------------------------------------------- compile caches (issue 22 item 7)
+
+# Compiles swish forward and backward in a fresh process and prints what the caches did, as JSON on the last line.
+# argv[1] picks the decompositions: "original", "doubled" (a new decomposition whose result old compiled code
+# cannot give) or "same_math" (new source, the same traced graph).
+_CACHE_SCRIPT = '''
+import json, sys
+import torch
+import torchtrt_swish
+from torch._dynamo.utils import counters
+from torchtrt_swish import ops
+
+original = ops.swish_decomposition
+
+
+def doubled(x, bias):
+    return original(x, bias) * 2
+
+
+def same_math(x, bias):
+    return original(x, bias)
+
+
+if sys.argv[1] != "original":
+    ops.swish_decomposition = {"doubled": doubled, "same_math": same_math}[sys.argv[1]]
+b = torch.linspace(-1, 1, 4).requires_grad_()
+x = torch.linspace(-3, 3, 32).reshape(8, 4).requires_grad_()
+y = torch.compile(lambda t: torchtrt_swish.swish(t * 2, b), fullgraph=True)(x)
+y.sum().backward()
+print(json.dumps({"aot": dict(counters["aot_autograd"]), "fx": dict(counters["inductor"]), "y": y.tolist(),
+                  "dx": x.grad.tolist(), "tag": torch.compiler.config.cache_key_tag}))
+'''
+
+
+def _compile_in_fresh_process(tmp_path, variant: str, *, user_tag: str | None = None, aot_cache: bool = True):
+    """Run _CACHE_SCRIPT with its own inductor cache dir (tmp_path/cache) and both caches on; its JSON."""
+    script = tmp_path / "compile_swish.py"
+    script.write_text(_CACHE_SCRIPT)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TORCH_COMPILE_CACHE_KEY_TAG", "TORCHINDUCTOR_FORCE_DISABLE_CACHES")}
+    env.update(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"), TORCHINDUCTOR_FX_GRAPH_CACHE="1",
+               TORCHINDUCTOR_AUTOGRAD_CACHE="1" if aot_cache else "0")
+    if user_tag is not None:
+        env["TORCH_COMPILE_CACHE_KEY_TAG"] = user_tag
+    r = subprocess.run([sys.executable, str(script), variant], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _aot(run) -> tuple[int, int]:
+    return run["aot"].get("autograd_cache_hit", 0), run["aot"].get("autograd_cache_miss", 0)
+
+
+def _fx(run) -> tuple[int, int]:
+    return run["fx"].get("fxgraph_cache_hit", 0), run["fx"].get("fxgraph_cache_miss", 0)
+
+
+def _swish_of_2x(scale: float = 1.0) -> torch.Tensor:
+    """The script's y in fp64, times scale."""
+    x = torch.linspace(-3, 3, 32, dtype=torch.float64).reshape(8, 4) * 2
+    return scale * (x * torch.sigmoid(x) + torch.linspace(-1, 1, 4, dtype=torch.float64))
+
+
+def test_changed_decomposition_misses_the_compile_caches(tmp_path):
+    """In new processes sharing one cache dir: an unchanged decomposition hits the AOTAutograd cache (and, with that
+    off, the FX graph cache); a changed one misses the AOTAutograd cache and gives the new decomposition's result,
+    not the old compiled code's; one with new source but the same graph misses the FX graph cache (our part of
+    cache_key_tag is in that key too, not only the graph)."""
+    first = _compile_in_fresh_process(tmp_path, "original")
+    assert _aot(first) == (0, 1) and _fx(first) == (0, 2), (first["aot"], first["fx"])  # forward and backward
+    torch.testing.assert_close(torch.tensor(first["y"], dtype=torch.float64), _swish_of_2x(), rtol=1e-5, atol=1e-5)
+    again = _compile_in_fresh_process(tmp_path, "original")
+    assert _aot(again) == (1, 0), again["aot"]
+    assert again["y"] == first["y"] and again["dx"] == first["dx"]
+    changed = _compile_in_fresh_process(tmp_path, "doubled")
+    assert _aot(changed) == (0, 1), f"a changed decomposition was served from the cache: {changed['aot']}"
+    torch.testing.assert_close(torch.tensor(changed["y"], dtype=torch.float64), _swish_of_2x(2.0),
+                               rtol=1e-5, atol=1e-5)
+    fx_again = _compile_in_fresh_process(tmp_path, "original", aot_cache=False)
+    assert _fx(fx_again) == (2, 0), fx_again["fx"]
+    same = _compile_in_fresh_process(tmp_path, "same_math", aot_cache=False)
+    assert _fx(same)[0] == 0, f"new decomposition source, same graph, served from the cache: {same['fx']}"
+    assert same["y"] == first["y"]
+
+
+def test_user_cache_key_tag_is_kept():
+    """cache_key_tag: our part is added once, replaces an older part of ours, keeps the user's text (from the
+    environment or set later), and comes back when the user replaces the tag after import (the fake kernels put it
+    back before dynamo's graph is keyed)."""
+    ops = torchtrt_swish.ops
+    with_ours = ops.cache_key_tag_with_ours
+    assert with_ours("", "ab12") == "torchtrt_swish.decompositions=ab12"
+    assert with_ours("a;b", "ab12") == "a;b;torchtrt_swish.decompositions=ab12"
+    assert with_ours("a;torchtrt_swish.decompositions=ab12", "ab12") == "a;torchtrt_swish.decompositions=ab12"
+    assert with_ours("a;torchtrt_swish.decompositions=00ff", "ab12") == "a;torchtrt_swish.decompositions=ab12"
+    ours = with_ours("", ops._registered_fingerprint)
+    assert torch.compiler.config.cache_key_tag.endswith(ours)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with torch.compiler.config.patch(cache_key_tag="set after import"):
+        with FakeTensorMode():
+            torchtrt_swish.swish(torch.randn(3), torch.zeros(()))
+        assert torch.compiler.config.cache_key_tag == f"set after import;{ours}"
+    env = dict(os.environ, TORCH_COMPILE_CACHE_KEY_TAG="mine")
+    show = "import torch, torchtrt_swish; print(torch.compiler.config.cache_key_tag)"
+    r = subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == f"mine;{ours}", r.stdout + r.stderr
