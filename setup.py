@@ -8,7 +8,9 @@ and inputs exist:
   * ``libtorchtrt_swish_plugin.so`` (csrc/trt_plugin), the TensorRT plugin: TensorRT headers only, no libtorch or
     libnvinfer, cudart linked statically; copied into the package;
   * test fixtures from tests/trt_harness, left in build/native and never installed: ``_trt_harness`` (pybind11),
-    the TensorRT-free conformance harness that dlopens the plugin, and a stand-in ``libnvinfer.so.10``.
+    the TensorRT-free conformance harness that dlopens the plugin, and a stand-in ``libnvinfer.so.10``;
+  * ``_backward_plan`` (pybind11, tests/backward_plan), the fused backward's planner for the CPU tests, likewise
+    left in build/native.
 """
 from __future__ import annotations
 
@@ -222,6 +224,7 @@ class NativeResult:
     kernel_objects: list[Path] = field(default_factory=list)
     plugin_library: Path | None = None
     harness_module: Path | None = None
+    plan_module: Path | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -300,6 +303,25 @@ def _harness_targets(lines: list[str], trt_flags: list[str], base_cflags: list[s
     return targets
 
 
+def _plan_targets(lines: list[str], base_cflags: list[str], cuda_inc: Path, res: NativeResult) -> list[Path]:
+    """The planner test module of tests/backward_plan, built without CUDA's include path; return the targets."""
+    srcs = sorted((ROOT / "tests" / "backward_plan").glob("*.cpp"))
+    pyinc = _pybind11_includes()
+    if not srcs:
+        return []
+    if not pyinc:
+        res.notes.append("backward planner test module NOT built: pybind11 is not installed")
+        return []
+    module = BUILD / f"_backward_plan{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
+    flags = [f for f in base_cflags if f != f"-I{cuda_inc}"] + [
+        "-isystem", sysconfig.get_paths()["include"], *(a for p in pyinc for a in ("-isystem", p)),
+        "-fvisibility=hidden"]
+    objs = _objects(lines, "cxx", srcs, "backward_plan", flags)
+    lines.append(f"build {_esc(module)}: link_cxx {' '.join(_esc(o) for o in objs)}")
+    res.plan_module = module
+    return [module]
+
+
 def ninja_executable() -> str:
     """The `ninja` package's binary (a build requirement and in requirements-dev.txt), else the ninja on PATH."""
     # The same ninja for ./dev's build and a wheel build's isolated environment: ninja releases differ in their
@@ -318,8 +340,8 @@ def ninja_executable() -> str:
 def build_native(fixtures: bool = True) -> NativeResult:
     """Generate build/native/build.ninja, run ninja, and copy the plugin library into the package folder.
 
-    fixtures=False leaves out the test harness targets: a wheel build compiles against the pybind11 of pip's build
-    environment, whose path changes every time, and would rebuild them for nothing.
+    fixtures=False leaves out the test fixtures (harness, planner module): a wheel build compiles them against the
+    pybind11 of pip's build environment, whose path changes every time, and would rebuild them for nothing.
     """
     res = NativeResult()
     BUILD.mkdir(parents=True, exist_ok=True)
@@ -359,6 +381,8 @@ def build_native(fixtures: bool = True) -> NativeResult:
     kernel_objs = _objects(lines, "nvcc", sorted((csrc / "kernels").glob("*.cu")), "kernels")
     defaults = list(kernel_objs)
     res.kernel_objects = kernel_objs
+    if fixtures:
+        defaults += _plan_targets(lines, base_cflags, cuda_inc, res)
 
     trt_inc, origin = tensorrt_include_dir()
     plugin_srcs = sorted((csrc / "trt_plugin").glob("*.cpp"))

@@ -5,31 +5,29 @@ Modules (import what you need; none of them needs TensorRT to import):
 * ``export`` — torch model -> ONNX with one ``SwishBias`` node per ``torchtrt_swish::swish`` call.
 * ``contract`` — the ``SwishBias`` node contract (what the plugin accepts), checked in one place.
 * ``surgery`` — onnx-graphsurgeon passes: the original material's export formats, ONNX ``Swish``,
-  ``Sigmoid``/``Mul``(/``Add``) -> ``SwishBias``.
+  ``Sigmoid``/``Mul``(/``Add``) -> ``SwishBias``, in the main graph and every If/Loop/Scan body; ``surgery_report``
+  says what they replaced and refused.
 * ``reference`` — run graphs with ``SwishBias`` nodes on the CPU (onnx.reference or ONNX Runtime, with this
   package's kernel).
 * ``engine`` — ONNX -> TensorRT engine with the plugin library loaded.
-* ``parity`` — Polygraphy comparisons against a float64 PyTorch reference, with a baseline per executor and
-  table/JSON reports.
+* ``parity`` — Polygraphy comparisons against a float64 PyTorch reference, with a baseline per executor, on the
+  inputs of ``feeds``; ``verdict`` holds the rules (statistics that keep NaN and inf as evidence, the baseline
+  factor) and the table/JSON report.
 * ``models`` — the torch models the CLI and examples build (seed Net, torchvision models with random weights).
-* ``cli`` — the ``torchtrt-swish`` console script (export, fuse, build-engine, check). It lives here, on top of
-  both packages: ``onnx_path`` builds on ``torchtrt_swish``, never the other way round.
+* ``cli`` — the ``torchtrt-swish`` console script (export, fuse, build-engine, check, doctor), its argument types in
+  ``cli_args``. It lives here, on top of both packages: ``onnx_path`` builds on ``torchtrt_swish``, never the other
+  way round.
 
 The node's identity lives in ``common`` and its contract in ``contract``: op_type ``SwishBias``, domain
 ``torchtrt_swish``, attributes ``plugin_version="1"`` and ``plugin_namespace="torchtrt_swish"``, inputs
-``(x, bias)`` (or ``x`` with a float attribute ``bias``).
+``(x, bias)`` and no ``bias`` attribute.
+
+The names below are imported from ``common`` on first use, so that importing the package (as the console script
+does) needs only the base install; the ``[onnx]`` extra is needed once one of them, or a module, is used.
 """
-from .common import (
-    PLUGIN_NAMESPACE,
-    PLUGIN_VERSION,
-    SWISH_DOMAIN,
-    SWISH_OP,
-    OnnxInputError,
-    load_model,
-    op_counts,
-    save_model,
-    swish_nodes,
-)
+from __future__ import annotations
+
+import importlib
 
 __all__ = [
     "SWISH_OP",
@@ -42,3 +40,12 @@ __all__ = [
     "op_counts",
     "swish_nodes",
 ]
+
+
+def __getattr__(name: str):
+    """The names of __all__, from onnx_path.common (which imports onnx) when first asked for."""
+    if name in __all__:
+        value = getattr(importlib.import_module(".common", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
 from pathlib import Path
 
-from torchtrt_swish.dtypes import DTYPES, TOLERANCES, dtype_name
-from torchtrt_swish.shapes import parse_shape, parse_shape_spec
+from torchtrt_swish.dtypes import BASELINE_FACTOR, DTYPES, TOLERANCES
+from torchtrt_swish.shapes import parse_shape_spec
+
+from onnx_path.cli_args import dims_arg, dtype_arg, positive_float, positive_int, shape_arg, tolerance, tolerance_list
 
 DTYPE_NAMES = tuple(DTYPES)
 EXIT_OK, EXIT_PARITY_FAIL, EXIT_USAGE = 0, 1, 2
@@ -57,41 +58,34 @@ def _progress(msg: str) -> None:
     print(f"[torchtrt-swish] {msg}", file=sys.stderr, flush=True)
 
 
-def _dtype_arg(text: str) -> str:
+def _silence_stdout() -> None:
+    # The reader of stdout is gone (`... | head`): later writes, and the interpreter's last flush, go to devnull
+    # instead of raising BrokenPipeError (the recipe of Python's signal module documentation).
     try:
-        return dtype_name(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout without a file descriptor (captured): nothing to redirect
+        pass
 
 
-def _number_arg(kind: type, minimum: float, *, inclusive: bool):
-    """argparse type: a finite `kind` (int or float) >= minimum (or > minimum); the error names the value."""
-    bound = f"{'>=' if inclusive else '>'} {minimum:g}"
+def _say(text: str) -> None:
+    """Print `text` on stdout; a closed stdout is not an error (the command goes on and keeps its exit code)."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        _silence_stdout()
 
-    def parse(text: str):
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    """build_parser().parse_args(argv); --help or --version into a closed stdout exits quietly."""
+    try:
+        return build_parser().parse_args(argv)
+    except SystemExit:
         try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'} {bound}, "
-                                             f"got {text!r}") from None
-        if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive):
-            raise argparse.ArgumentTypeError(f"must be {'an integer' if kind is int else 'a finite number'} "
-                                             f"{bound}, got {text!r}")
-        return value
-
-    return parse
-
-
-_positive_int = _number_arg(int, 1, inclusive=True)
-_positive_float = _number_arg(float, 0, inclusive=False)
-_tolerance = _number_arg(float, 0, inclusive=True)  # NaN or a negative bound would make every comparison pass
-
-
-def _shape_arg(text: str) -> tuple[int, ...]:
-    try:
-        return parse_shape(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _silence_stdout()
+        raise
 
 
 def _existing_file(text: str | Path) -> Path:
@@ -113,8 +107,12 @@ def _same_file_key(path: Path):
 
 
 def _writable_problem(path: Path) -> str | None:
-    if path.is_dir():
-        return "is a directory"
+    from onnx_path.common import OutputPathError, output_target
+
+    try:
+        path = output_target(path)  # what a write replaces: the path, or a symlink's regular file
+    except OutputPathError as exc:
+        return str(exc)
     parent = path.parent
     if not parent.exists():
         return f"its folder {parent} does not exist"
@@ -126,8 +124,16 @@ def _writable_problem(path: Path) -> str | None:
 
 
 def _check_paths(inputs: dict[str, Path | str | None], outputs: dict[str, Path | None]) -> None:
-    """UsageError unless every output can be written and none is an input or another output."""
-    seen = {_same_file_key(Path(p)): f"{opt} {p}" for opt, p in inputs.items() if p is not None}
+    """UsageError unless every output can be written and none is an input (or its external data) or another output."""
+    from onnx_path.common import external_data_files
+
+    seen = {}
+    for opt, p in inputs.items():
+        if p is not None:
+            seen[_same_file_key(Path(p))] = f"{opt} {p}"
+            # An ONNX input's weights may live in other files: writing over one of them ruins the input too.
+            for data in external_data_files(p) if Path(p).is_file() else ():
+                seen.setdefault(_same_file_key(data), f"{opt}'s external data {data}")
     for opt, path in outputs.items():
         if path is None:
             continue
@@ -208,12 +214,12 @@ class Export(Tool):
                             help="ONNX file to write; its folder must exist (required)")
         parser.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
                             help="torch.onnx exporter")
-        parser.add_argument("--opset", type=_positive_int, default=None,
+        parser.add_argument("--opset", type=positive_int, default=None,
                             help="ONNX opset, >= 11 (dynamo: >= 18) (default: 17 for torchscript, torch's for "
                                  "dynamo, 22 for bfloat16, where Conv first takes bfloat16)")
-        parser.add_argument("--dtype", type=_dtype_arg, default=None,
+        parser.add_argument("--dtype", type=dtype_arg, default=None,
                             help="float32, float16 or bfloat16 (default: the model's, float32)")
-        parser.add_argument("--input-shape", type=_shape_arg, default=None,
+        parser.add_argument("--input-shape", type=shape_arg, default=None,
                             help="example input shape NxCxHxW, e.g. 1x3x64x64 (default: 1x1x5x5 for seed-net, "
                                  "1x3x64x64 for torchvision models)")
         parser.add_argument("--static", action="store_true", help="no dynamic batch axis")
@@ -235,7 +241,7 @@ class Export(Tool):
         _write(args.output, "-o", lambda: save_model(onnx_model, args.output))
         counts = op_counts(onnx_model)
         listing = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
-        print(f"wrote {args.output}: {sum(counts.values())} nodes ({listing}) in {time.perf_counter() - start:.1f} s")
+        _say(f"wrote {args.output}: {sum(counts.values())} nodes ({listing}) in {time.perf_counter() - start:.1f} s")
         return EXIT_OK
 
 
@@ -274,19 +280,21 @@ class Fuse(Tool):
         model = load_model(args.input)
         _progress(f"running {', '.join(passes)} on {args.input} ...")
         fused, report = run_surgery(model, passes, fold_bias=not args.no_fold_bias)
-        print(report.to_text())
+        already = len(swish_nodes(model))
+        # Files first, then the text: a reader that goes away (`| head`) must not cost the outputs.
         if args.report:
             text = json.dumps(report.to_dict(), indent=2) + "\n"
             _write(args.report, "--report", lambda: write_text_atomic(args.report, text))
-        already = len(swish_nodes(model))
-        if not report.replaced and already:
-            # Idempotent: a fused model fuses to itself (the passes never match a SwishBias node again).
-            print(f"nothing to do: {args.input} already has {already} SwishBias node(s) and nothing left to fuse")
-        elif not report.replaced and not args.allow_no_match:
+        if not report.replaced and not already and not args.allow_no_match:
+            _say(report.to_text())
             raise UsageError(f"{args.input}: no matching nodes (nothing for passes {', '.join(passes)}); "
                              "use --allow-no-match to write the model unchanged")
         _write(args.output, "-o", lambda: save_model(fused, args.output))
-        print(f"wrote {args.output}")
+        _say(report.to_text())
+        if not report.replaced and already:
+            # Idempotent: a fused model fuses to itself (the passes never match a SwishBias node again).
+            _say(f"nothing to do: {args.input} already has {already} SwishBias node(s) and nothing left to fuse")
+        _say(f"wrote {args.output}")
         return EXIT_OK
 
 
@@ -308,7 +316,7 @@ class BuildEngine(Tool):
                                                                          "(default: batch 1/8/32 on axis 0)")
         parser.add_argument("--plugin", type=Path, default=None,
                             help="plugin library (default: the one in the package)")
-        parser.add_argument("--workspace-gib", type=_positive_float, default=None,
+        parser.add_argument("--workspace-gib", type=positive_float, default=None,
                             help="builder workspace limit in GiB (default: TensorRT's)")
         parser.add_argument("--verbose", action="store_true", help="TensorRT verbose log")
 
@@ -334,19 +342,8 @@ class BuildEngine(Tool):
                              verbose=args.verbose)
 
         _write(args.output, "-o", build)
-        print(f"wrote {args.output}")
+        _say(f"wrote {args.output}")
         return EXIT_OK
-
-
-def _dims_arg(text: str) -> dict[str, int]:
-    """Parse 'height=5,width=5' into {'height': 5, 'width': 5}."""
-    out = {}
-    for item in text.split(","):
-        name, sep, size = item.partition("=")
-        if not sep or not name.strip() or not size.strip().isdigit() or int(size) < 1:
-            raise argparse.ArgumentTypeError(f"--dims entry {item!r} is not NAME=SIZE with SIZE >= 1")
-        out[name.strip()] = int(size)
-    return out
 
 
 class Check(Tool):
@@ -357,10 +354,13 @@ class Check(Tool):
               "  torchtrt-swish check effnet_swish.onnx --reference effnet.onnx --per-layer\n"
               "  torchtrt-swish check seed_net.onnx --torch-model seed-net --engine seed.engine \\\n"
               "      --json p.json\n"
-              "verdict: an output passes when every element is within --atol or --rtol of the reference,\n"
-              "or when its max error is at most a small multiple (onnx_path.parity.BASELINE_FACTOR) of its\n"
-              "baseline's: the unfused --reference model, or the --torch-model exported in the model's\n"
-              "dtype, run by the same executor against the same reference. The table shows both.\n"
+              "verdict: an output passes when every element is within --atol or --rtol of the reference\n"
+              "(default atol / rtol: "
+              + ", ".join(f"{d} {a:g} / {r:g}" for d, (a, r) in TOLERANCES.items()) + "),\n"
+              f"or when its max error is at most {BASELINE_FACTOR:g}x its baseline's: the unfused --reference model,\n"
+              "or the --torch-model exported in the model's dtype, run by the same executor against the same\n"
+              "reference. The table shows both.\n"
+              "NaN never passes; infinities pass only where the reference has the same one.\n"
               "exit code 0 when every output passes, 1 otherwise, 2 when nothing could be compared")
 
     def add_parser_args(self, parser):
@@ -372,7 +372,7 @@ class Check(Tool):
         parser.add_argument("--reference", default=None,
                             help="reference: an ONNX file (e.g. before fusion) run by ONNX Runtime "
                                  "(default: none; give this or --torch-model)")
-        parser.add_argument("--dtype", type=_dtype_arg, default=None,
+        parser.add_argument("--dtype", type=dtype_arg, default=None,
                             help="expected input dtype (default: the model's)")
         parser.add_argument("--backends", default=None,
                             help="comma-separated CPU executors: reference, ort (default: both for float32, reference "
@@ -383,21 +383,19 @@ class Check(Tool):
         parser.add_argument("--per-layer", action="store_true",
                             help="mark every tensor as an output and compare them all")
         parser.add_argument("--no-baseline", action="store_true", help="judge by --atol/--rtol only (no baseline runs)")
-        parser.add_argument("--batch", type=_positive_int, default=2, help="size of a dynamic batch axis")
-        parser.add_argument("--dims", type=_dims_arg, default=None, metavar="NAME=SIZE[,NAME=SIZE]",
+        parser.add_argument("--batch", type=positive_int, default=2, help="size of a dynamic batch axis")
+        parser.add_argument("--dims", type=dims_arg, default=None, metavar="NAME=SIZE[,NAME=SIZE]",
                             help="sizes of named dynamic axes other than the batch, e.g. height=5,width=5 "
                                  "(default: none)")
-        parser.add_argument("--iterations", type=_positive_int, default=1, help="number of random input sets")
-        parser.add_argument("--scale", type=_positive_float, default=1.0,
+        parser.add_argument("--iterations", type=positive_int, default=1, help="number of random input sets")
+        parser.add_argument("--scale", type=positive_float, default=1.0,
                             help="standard deviation of the random inputs")
         parser.add_argument("--seed", type=int, default=0,
                             help="seed for the random inputs (and --torch-model weights)")
-        parser.add_argument("--atol", type=_tolerance, default=None,
-                            help="absolute tolerance, finite and >= 0 "
-                                 "(default: per dtype, torchtrt_swish.dtypes.TOLERANCES)")
-        parser.add_argument("--rtol", type=_tolerance, default=None,
-                            help="relative tolerance, finite and >= 0 "
-                                 "(default: per dtype, torchtrt_swish.dtypes.TOLERANCES)")
+        parser.add_argument("--atol", type=tolerance, default=None,
+                            help=f"absolute tolerance, finite and >= 0 (default: per dtype, {tolerance_list(0)})")
+        parser.add_argument("--rtol", type=tolerance, default=None,
+                            help=f"relative tolerance, finite and >= 0 (default: per dtype, {tolerance_list(1)})")
         parser.add_argument("--json", type=Path, default=None, help="write the report as JSON (default: none)")
 
     def run(self, args) -> int:
@@ -405,7 +403,15 @@ class Check(Tool):
         from onnx_path.common import SWISH_ELEM_TYPES, elem_type_name, graph_inputs, load_model, numpy_dtype_for
         from onnx_path.contract import check_swish_nodes
         from onnx_path.export import ExportError
-        from onnx_path.parity import check_parity, export_baseline, random_feeds, torch_output_mismatch
+        from onnx_path.parity import (
+            FeedError,
+            RunFailure,
+            check_parity,
+            export_baseline,
+            random_feeds,
+            torch_output_mismatch,
+        )
+        from onnx_path.verdict import far_beyond_baseline
 
         if (args.torch_model is None) == (args.reference is None):
             raise UsageError("check needs exactly one reference: --torch-model SPEC or --reference ORIGINAL.onnx")
@@ -443,8 +449,9 @@ class Check(Tool):
         try:
             feeds = random_feeds(model, batch=args.batch, dims=args.dims, seed=args.seed, count=args.iterations,
                                  scale=args.scale)
-        except ValueError as exc:  # batch, count and scale are validated by the parser: a dynamic axis is left
-            raise UsageError(f"{exc} (with --dims NAME=SIZE)") from None
+        except FeedError as exc:  # batch, count and scale are validated by the parser: axes and sizes are left
+            change = "with --dims NAME=SIZE" if exc.option == "dims" else "use a smaller --batch or --dims"
+            raise UsageError(f"{exc} ({change})") from None
         baseline, baseline_name, baseline_skipped = None, "", ""
         if args.no_baseline:
             baseline_skipped = "--no-baseline"
@@ -463,21 +470,55 @@ class Check(Tool):
             tolerances = (args.atol if args.atol is not None else atol, args.rtol if args.rtol is not None else rtol)
         _progress(f"running {', '.join(backends)}{' + TensorRT' if args.engine else ''} against "
                   f"{args.torch_model or args.reference} ...")
-        report = check_parity(model, torch_model=torch_model, reference_onnx=reference, feeds=feeds, dtype=model_dtype,
-                              backends=backends, engine_path=args.engine, per_layer=args.per_layer,
-                              tolerances=tolerances, model_name=str(args.input), baseline_onnx=baseline,
-                              baseline_name=baseline_name, baseline_skipped=baseline_skipped)
-        print(report.to_table())
+        try:
+            report = check_parity(model, torch_model=torch_model, reference_onnx=reference, feeds=feeds,
+                                  dtype=model_dtype, backends=backends, engine_path=args.engine,
+                                  per_layer=args.per_layer, tolerances=tolerances, model_name=str(args.input),
+                                  baseline_onnx=baseline, baseline_name=baseline_name,
+                                  baseline_skipped=baseline_skipped)
+        except RunFailure as exc:
+            raise UsageError(f"{exc} (the model may not take these sizes: change --batch {args.batch} or --dims; or "
+                             "it needs an op this executor lacks: choose others with --backends)") from None
+        if args.torch_model and (far := far_beyond_baseline(report)):
+            report.warnings.append(
+                f"output(s) {', '.join(far)} fail by a wide margin while the baseline passes: {args.input} may come "
+                f"from other weights (not exported by `torchtrt-swish export --model {args.torch_model}` with the "
+                f"same --seed {args.seed}); compare it with the model it was made from: --reference ORIGINAL.onnx")
         if args.json:
             _write(args.json, "--json", lambda: report.to_json(args.json))
-            print(f"wrote {args.json}")
+        _say(report.to_table())
+        if args.json:
+            _say(f"wrote {args.json}")
         return EXIT_OK if report.passed else EXIT_PARITY_FAIL
 
 
 # ------------------------------------------------------------------------------------------------------- main
 
 
-TOOLS = (Export(), Fuse(), BuildEngine(), Check())
+class Doctor(Tool):
+    """check this install: environment, the op's kernels, the plugin in each TensorRT, a tiny engine per route"""
+
+    name = "doctor"
+    epilog = ("examples:\n  torchtrt-swish doctor\n"
+              "  torchtrt-swish doctor --json doctor.json   # the table, and the rows as JSON for a bug report\n"
+              "  python -m torchtrt_swish.doctor --json     # the same checks, JSON on stdout\n"
+              "every row is PASS, FAIL or SKIPPED with its reason; exit code 1 when any row fails")
+    base_install = True  # runs with the base install alone: it reports the missing extras itself
+
+    def add_parser_args(self, parser):
+        """The command's arguments (torchtrt_swish.doctor.add_arguments)."""
+        from torchtrt_swish.doctor import add_arguments
+
+        add_arguments(parser)
+
+    def run(self, args) -> int:
+        """Run every check and print the table (torchtrt_swish.doctor.run)."""
+        from torchtrt_swish.doctor import run
+
+        return run(args)
+
+
+TOOLS = (Export(), Fuse(), BuildEngine(), Check(), Doctor())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -493,7 +534,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    from torchtrt_swish.extras import install_hint, missing_extra_message
+
+    args = _parse(argv)
+    if getattr(args.tool, "base_install", False):
+        return args.tool.run(args)
     try:
         from onnx_path.common import OnnxInputError
         from onnx_path.engine import EngineBuildError, PluginNotFoundError, TensorRTUnavailable
@@ -501,9 +546,9 @@ def main(argv: list[str] | None = None) -> int:
         from onnx_path.parity import ParityInputError
         from onnx_path.reference import PluginIdentityError
         from torchtrt_swish.plugin import PluginLoadError
-    except ImportError as exc:  # the [onnx] extra is optional for the package, required for this CLI
-        print(f"torchtrt-swish {args.command}: error: the ONNX tools are not installed ({exc}); "
-              "install them with: pip install 'torchtrt_swish[onnx]'", file=sys.stderr)
+    except ImportError as exc:  # the [onnx] extra is optional for the package, required for these sub-commands
+        why = missing_extra_message(exc) or f"needs the ONNX tools ({exc}): {install_hint('onnx')}"
+        print(f"torchtrt-swish {args.command}: error: {args.command} {why}", file=sys.stderr)
         return EXIT_USAGE
 
     try:
@@ -512,6 +557,11 @@ def main(argv: list[str] | None = None) -> int:
             PluginIdentityError, ParityInputError, PluginLoadError) as exc:
         message = " ".join(str(exc).split())  # one line, whatever the exception's text looked like
         print(f"torchtrt-swish {args.command}: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+    except ImportError as exc:  # a module of an extra imported on the way, e.g. torchvision for torchvision: models
+        if (why := missing_extra_message(exc)) is None:
+            raise
+        print(f"torchtrt-swish {args.command}: error: {args.command} {why}", file=sys.stderr)
         return EXIT_USAGE
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,11 +32,18 @@ __all__ = [
     "PLUGIN_VERSION",
     "PLUGIN_NAMESPACE",
     "OnnxInputError",
+    "OutputPathError",
     "load_model",
     "save_model",
+    "output_target",
+    "external_data_files",
     "atomic_output",
     "write_text_atomic",
     "node_label",
+    "subgraphs",
+    "iter_graphs",
+    "all_nodes",
+    "text_attribute_problem",
     "is_swish_node",
     "op_counts",
     "swish_nodes",
@@ -48,6 +56,77 @@ __all__ = [
 
 class OnnxInputError(ValueError):
     """A user-supplied ONNX input is unusable (missing file, not an ONNX model, nothing to work on)."""
+
+
+class OutputPathError(OnnxInputError):
+    """An output path that must not be written: neither a regular file nor a new path (see output_target)."""
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(mode: int) -> str | None:
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def output_target(path: str | Path) -> Path:
+    """The file a write to `path` replaces: `path`, or the regular file a symlink there points to.
+
+    OutputPathError for anything else: a folder, a device, a FIFO, a socket, or a symlink to one of them, to nothing
+    or to itself. A link is written through, never replaced (os.replace on the link would swap it for a file).
+    """
+    path = Path(path)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        if target is not path:
+            raise OutputPathError(f"{path} is a symlink to {target}, which does not exist: not written through a "
+                                  "dangling link") from None
+        return path
+    except OSError as exc:  # ELOOP for a link to itself, EACCES
+        raise OutputPathError(f"{path} cannot be resolved ({exc.strerror or exc})") from None
+    if (what := _not_regular(mode)) is not None:
+        link = f" (a symlink to {target})" if target is not path else ""
+        raise OutputPathError(f"{path}{link} is {what}: only a regular file or a new path is written")
+    return target
+
+
+def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield sparse.values
+        yield sparse.indices
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            if attr.HasField("g"):
+                yield from _tensors(attr.g)
+            for g in attr.graphs:
+                yield from _tensors(g)
+
+
+def external_data_files(path: str | Path) -> list[Path]:
+    """The files the model at `path` keeps tensors in (ONNX external data), resolved beside it; [] when unreadable."""
+    path = Path(path)
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:  # noqa: BLE001 - not a model: load_model says so in its own words
+        return []
+    graphs = [model.graph] + [onnx.GraphProto(node=f.node) for f in model.functions]
+    locations = []
+    for graph in graphs:
+        for tensor in _tensors(graph):
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                where = {e.key: e.value for e in tensor.external_data}.get("location")
+                if where and (found := path.parent / where) not in locations:
+                    locations.append(found)
+    return locations
 
 
 def load_model(path: str | Path, *, load_external_data: bool = True) -> onnx.ModelProto:
@@ -83,11 +162,15 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside `path` to write to; it replaces `path` only when the block succeeds.
 
     os.replace within one folder is atomic: an interrupted run leaves the old file (or none), never a truncated one.
+    `path` must be a regular file or a new path, or a symlink to a regular file, which is replaced in the link's
+    stead (output_target); anything else is an OutputPathError before anything is written.
     """
-    path = Path(path)
+    path = output_target(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
     try:
         yield tmp
+        # Again just before the swap: what stands at `path` may have changed while the block wrote.
+        output_target(path)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -106,20 +189,70 @@ def node_label(node: onnx.NodeProto, index: int) -> str:
     return node.name or f"{node.op_type}_{index}"
 
 
+def subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
+    """(attribute name, graph) for each body of the node: If's branches, Loop's and Scan's body, any GRAPH(S)."""
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            yield attr.name, attr.g
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            for i, g in enumerate(attr.graphs):
+                yield f"{attr.name}[{i}]", g
+
+
+def iter_graphs(graph: onnx.GraphProto, where: str = "") -> Iterator[tuple[str, onnx.GraphProto]]:
+    """(where, graph) for `graph` and every subgraph in it, depth first; `where` is '' for `graph` itself, else
+    e.g. "If node 'cond' then_branch / ..." (the path of nodes and attributes down to it)."""
+    yield where, graph
+    for index, node in enumerate(graph.node):
+        for attr, body in subgraphs(node):
+            inner = f"{node.op_type} node {node_label(node, index)!r} {attr}"
+            yield from iter_graphs(body, f"{where} / {inner}" if where else inner)
+
+
+def all_nodes(model: onnx.ModelProto) -> Iterator[tuple[str, int, onnx.NodeProto]]:
+    """(where, index, node) for the nodes of the main graph, its subgraphs and the model's functions."""
+    for where, graph in iter_graphs(model.graph):
+        for index, node in enumerate(graph.node):
+            yield where, index, node
+    for function in model.functions:
+        for index, node in enumerate(function.node):
+            yield f"function {function.name!r}", index, node
+            for attr, body in subgraphs(node):
+                for inner, graph in iter_graphs(body, f"function {function.name!r} / {node.op_type} {attr}"):
+                    for i, n in enumerate(graph.node):
+                        yield inner, i, n
+
+
+def text_attribute_problem(model: onnx.ModelProto) -> str | None:
+    """'node LABEL attribute NAME ...' for the first string attribute that is not UTF-8 text, or None."""
+    for where, index, node in all_nodes(model):
+        for attr in node.attribute:
+            for value in [attr.s] if attr.type == onnx.AttributeProto.STRING else list(attr.strings):
+                try:
+                    value.decode("utf-8")
+                except UnicodeDecodeError:
+                    place = f" (in {where})" if where else ""
+                    return (f"node {node_label(node, index)!r}{place} has attribute {attr.name!r} that is not UTF-8 "
+                            f"text ({value[:40]!r})")
+    return None
+
+
 def is_swish_node(node: onnx.NodeProto) -> bool:
     """True for a node that follows the SwishBias contract's op_type and domain."""
     return node.op_type == SWISH_OP and node.domain == SWISH_DOMAIN
 
 
 def swish_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    """The SwishBias nodes of the main graph."""
-    return [n for n in model.graph.node if is_swish_node(n)]
+    """The SwishBias nodes of the main graph and of its If/Loop/Scan bodies."""
+    return [n for _, g in iter_graphs(model.graph) for n in g.node if is_swish_node(n)]
 
 
 def op_counts(model: onnx.ModelProto) -> collections.Counter:
-    """Node count per op type in the main graph (custom domains prefixed, e.g. 'torchtrt_swish::SwishBias')."""
+    """Node count per op type in the main graph and its bodies (custom domains prefixed, e.g.
+    'torchtrt_swish::SwishBias')."""
     return collections.Counter(
-        f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type for n in model.graph.node
+        f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
+        for _, g in iter_graphs(model.graph) for n in g.node
     )
 
 

@@ -11,7 +11,8 @@ A node whose op_type is ``SwishBias`` must:
   surgery turns the original material's attribute bias into a scalar constant input);
 * have one output and an x of float32, float16 or bfloat16.
 
-``check`` validates every SwishBias node with ``model_problems`` before anything runs; the surgery applies the same
+``check`` and ``build-engine`` validate every SwishBias node, in the main graph and in every If/Loop/Scan body,
+with ``model_problems`` before anything runs; the surgery applies the same
 rules to what it is about to emit (``x_dtype_problem``, ``bias_problem``) and validates its result with
 ``model_problems``; the CPU executors check the plugin identity with ``identity_problem``.
 """
@@ -33,6 +34,7 @@ from .common import (
     SWISH_OP,
     OnnxInputError,
     elem_type_name,
+    iter_graphs,
     node_label,
 )
 
@@ -129,9 +131,15 @@ def value_types(model: onnx.ModelProto) -> dict[str, ValueType]:
         model = onnx.shape_inference.infer_shapes(model)
     except Exception:  # noqa: BLE001 - best effort: what stays unknown is not checked
         pass
-    g = model.graph
-    types = {vi.name: _type_of(vi.type) for vi in [*g.input, *g.value_info, *g.output]}
-    types.update({t.name: (t.data_type, list(t.dims)) for t in g.initializer})
+    types = {}
+    for _, g in iter_graphs(model.graph):  # names are unique across scopes (SSA): one table for every body
+        types.update({vi.name: _type_of(vi.type) for vi in [*g.input, *g.value_info, *g.output]})
+        types.update({t.name: (t.data_type, list(t.dims)) for t in g.initializer})
+        for node in g.node:  # a Constant node's value is as good as an initializer
+            if node.op_type == "Constant" and len(node.output) == 1:
+                value = next((a.t for a in node.attribute if a.name == "value" and a.HasField("t")), None)
+                if value is not None:
+                    types.setdefault(node.output[0], (value.data_type, list(value.dims)))
     return types
 
 
@@ -164,16 +172,17 @@ def node_problem(node: onnx.NodeProto, types: Mapping[str, ValueType]) -> str | 
 
 
 def model_problems(model: onnx.ModelProto, *, only: set[str] | None = None) -> list[str]:
-    """'node LABEL: problem' for every SwishBias node (op_type match, any domain) of the main graph that breaks it.
+    """'node LABEL: problem' for every SwishBias node (op_type match, any domain) that breaks it, in the main graph
+    and in every If/Loop/Scan body (the label then says where).
 
     `only`: restrict to nodes with these names.
     """
-    nodes = [(i, n) for i, n in enumerate(model.graph.node)
+    nodes = [(where, i, n) for where, g in iter_graphs(model.graph) for i, n in enumerate(g.node)
              if n.op_type == SWISH_OP and (only is None or n.name in only)]
     if not nodes:
         return []
     types = value_types(model)
-    return [f"{SWISH_OP} node {node_label(n, i)!r} {why}" for i, n in nodes
+    return [f"{SWISH_OP} node {node_label(n, i)!r}{f' (in {where})' if where else ''} {why}" for where, i, n in nodes
             if (why := node_problem(n, types)) is not None]
 
 

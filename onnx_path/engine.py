@@ -12,11 +12,13 @@ namespace it looked for, and the library that was loaded.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import onnx
 
+from torchtrt_swish.extras import POLYGRAPHY_MIN
 from torchtrt_swish.plugin import PluginLoadError, load_plugin, plugin_identity, plugin_library_path
 from torchtrt_swish.shapes import DEFAULT_BATCH_RANGE, input_range, parse_shape_spec
 
@@ -25,6 +27,7 @@ from .common import (
     graph_inputs,
     is_swish_node,
     load_model,
+    swish_nodes,
 )
 
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -156,6 +159,26 @@ def _input_elem_types(model: onnx.ModelProto) -> set[int]:
     return {vi.type.tensor_type.elem_type for vi in graph_inputs(model)}
 
 
+@contextlib.contextmanager
+def _unexpected_errors(trt) -> Iterator[None]:
+    """Any exception but ours and OSError (the output file) -> EngineBuildError naming TensorRT's and Polygraphy's
+    versions: a mismatch between the two (e.g. Polygraphy < 0.53.6 reading ``layer.precision_is_set``, which
+    TensorRT 11 removed) otherwise surfaces as an AttributeError traceback from deep inside Polygraphy."""
+    try:
+        yield
+    except (EngineBuildError, PluginLoadError, OSError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - turned into the one-line error the CLI prints
+        import polygraphy  # noqa: PLC0415
+
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise EngineBuildError(
+            f"building the engine failed unexpectedly ({type(exc).__name__}: {first}) with TensorRT "
+            f"{getattr(trt, '__version__', '?')} and Polygraphy {getattr(polygraphy, '__version__', '?')}; "
+            f"Polygraphy >= {POLYGRAPHY_MIN} is needed for TensorRT 11 (pip install 'polygraphy>={POLYGRAPHY_MIN}')"
+        ) from exc
+
+
 def build_engine(
     onnx_path: str | Path,
     engine_path: str | Path,
@@ -180,7 +203,7 @@ def build_engine(
         raise EngineBuildError(f"precision {precision} conflicts with the model's {'/'.join(graph_half)} inputs")
 
     trt = import_tensorrt()
-    library = _load_plugin(trt, plugin_library) if any(is_swish_node(n) for n in model.graph.node) else None
+    library = _load_plugin(trt, plugin_library) if swish_nodes(model) else None
     flag_precision = precision if precision != "fp32" and not graph_half else None
     has_precision_flags = hasattr(trt.BuilderFlag, "FP16")
     if flag_precision and not hasattr(trt.BuilderFlag, flag_precision.upper()):
@@ -195,7 +218,7 @@ def build_engine(
     from polygraphy.logger import G_LOGGER  # noqa: PLC0415
 
     # TensorRT's log goes through Polygraphy's logger: TensorRT VERBOSE is its EXTRA_VERBOSE.
-    with G_LOGGER.verbosity(G_LOGGER.EXTRA_VERBOSE if verbose else G_LOGGER.WARNING):
+    with G_LOGGER.verbosity(G_LOGGER.EXTRA_VERBOSE if verbose else G_LOGGER.WARNING), _unexpected_errors(trt):
         try:
             # The graph carries its precision: strong typing keeps TensorRT from re-choosing it.
             builder, network = poly_trt.CreateNetwork(strongly_typed=bool(graph_half) or not has_precision_flags)()

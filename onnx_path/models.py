@@ -1,6 +1,8 @@
 """Torch models the CLI, the demo and the examples export and check, built the same way each time from a seed."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 import torchtrt_swish
@@ -47,13 +49,25 @@ def _check_input_shape(spec: str, model: torch.nn.Module, example: torch.Tensor)
         raise ValueError(f"input shape {shape} does not fit {spec}: {why}") from None
 
 
+def _example(shape: tuple[int, ...], generator: torch.Generator | None = None) -> torch.Tensor:
+    """torch.randn(shape); ValueError naming the shape when it is too large to allocate."""
+    try:
+        return torch.randn(shape, generator=generator)
+    except (MemoryError, RuntimeError) as exc:  # torch's CPU allocator raises RuntimeError ("can't allocate memory")
+        if not isinstance(exc, MemoryError) and "allocate" not in str(exc):
+            raise
+        text = "x".join(str(d) for d in shape)
+        raise ValueError(f"input shape {text} is too large to allocate ({4 * math.prod(shape):.3g} bytes of "
+                         "float32): choose a smaller input shape") from None
+
+
 def build_model(spec: str, *, seed: int = 0, input_shape: tuple[int, ...] | None = None):
     """(model, example input) for 'seed-net' or 'torchvision:<name>' (random weights, BN calibrated, from `seed`).
 
     ValueError for an unknown spec or an input shape the model cannot take (message names the shape and why).
     """
     if spec == "seed-net":
-        model, example = torchtrt_swish.Net().eval(), torch.randn(input_shape or (1, 1, 5, 5))
+        model, example = torchtrt_swish.Net().eval(), _example(input_shape or (1, 1, 5, 5))
         _check_input_shape(spec, model, example)
         return model, example
     if spec.startswith("torchvision:"):
@@ -65,7 +79,7 @@ def build_model(spec: str, *, seed: int = 0, input_shape: tuple[int, ...] | None
             raise ValueError(f"unknown torchvision model {name!r}")
         torch.manual_seed(seed)
         model = factory(weights=None)
-        example = torch.randn(input_shape or (1, 3, 64, 64), generator=torch.Generator().manual_seed(seed))
+        example = _example(input_shape or (1, 3, 64, 64), torch.Generator().manual_seed(seed))
         _check_input_shape(spec, model, example)  # before calibration, which would fail the same way
         calibrate_batchnorm(model, example, seed=seed)
         return model.eval(), example

@@ -15,21 +15,22 @@ Every candidate is compared with the reference by ``CompareFunc.simple`` (elemen
 in float16 misses them whether it was fused or not. So each ONNX executor also runs a *baseline* — the model before
 fusion (``--reference``) or the reference torch model exported to ONNX in the candidate's dtype
 (``export_baseline``) — against the same reference, and an output also passes when its max |err| is at most
-``BASELINE_FACTOR`` times its baseline's. The report prints both (and says which one passed), warns about outputs
+``BASELINE_FACTOR`` times its baseline's. NaN and infinities are evidence: the statistics, the non-finite counts
+and the verdict rules (``onnx_path.verdict``) never read them as error 0, and a baseline with them excuses nothing.
+The report prints both (and says which one passed), warns about outputs
 whose magnitude is not above ``atol`` (anything passes there), and comes as a table and as JSON. Per-layer mode
 marks every tensor of the ONNX graphs as an output (Polygraphy's ``modify_outputs(MARK_ALL)``) and also compares
 the ONNX runners tensor by tensor, matching outputs by exact name.
 
 Requests that cannot be compared as asked — a missing engine file, inputs or outputs that differ from the
-reference's, a reference ONNX Runtime cannot run, no candidate left to run — raise ``ParityInputError``.
+reference's, a reference ONNX Runtime cannot run, no candidate left to run — raise ``ParityInputError``; a runner
+that fails on the inputs (an op it lacks, sizes the model cannot take, memory) raises its subclass ``RunFailure``,
+and inputs that cannot be made (an axis without a size, or too large to allocate) raise ``FeedError``.
 """
 from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
-import json
-import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -43,25 +44,34 @@ from polygraphy.backend.base import BaseRunner
 from polygraphy.backend.onnx import modify_outputs
 from polygraphy.backend.onnxrt import OnnxrtRunner
 from polygraphy.common import TensorMetadata
-from polygraphy.comparator import Comparator, CompareFunc
+from polygraphy.comparator import Comparator, CompareFunc, RunResults
 from polygraphy.logger import G_LOGGER
 
 from torchtrt_swish.dtypes import TOLERANCES
 
-from .common import elem_type_name, flush_denormals, graph_inputs, numpy_dtype_for, write_text_atomic
+from .common import elem_type_name, flush_denormals, graph_inputs, numpy_dtype_for
+from .feeds import FeedError, onnx_input_metadata, random_feeds, show_shape
 from .reference import ReferenceExecutor, numpy_to_torch, ort_session
+from .verdict import (
+    BASELINE_FACTOR,
+    BASELINE_SUFFIX,
+    ParityReport,
+    check_tolerance,
+    error_stats,
+    judge,
+    make_row,
+    merge_stats,
+)
 
-# A candidate output whose max |err| is at most this multiple of its baseline's passes: two roundings of the same
-# network in the same dtype differ by a small factor in their largest error, a wrong model by orders of magnitude.
-BASELINE_FACTOR = 2.0
 REFERENCE_NAME = "pytorch-fp64"
-BASELINE_SUFFIX = " [baseline]"
 
 __all__ = [
     "TOLERANCES",
     "BASELINE_FACTOR",
     "REFERENCE_NAME",
     "ParityInputError",
+    "RunFailure",
+    "FeedError",
     "check_tolerance",
     "io_mismatch",
     "torch_output_mismatch",
@@ -81,12 +91,8 @@ class ParityInputError(ValueError):
     """The comparison cannot be made as asked (see the module docstring); the message names what is wrong."""
 
 
-def check_tolerance(name: str, value: float) -> float:
-    """`value` as a float when it is a finite number >= 0; ValueError naming it otherwise (NaN would pass anything)."""
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return value
+class RunFailure(ParityInputError):
+    """A runner raised while it loaded the model or ran it on the inputs; the message names the runner and inputs."""
 
 
 @contextlib.contextmanager
@@ -197,148 +203,6 @@ def _comparable(a: np.ndarray) -> np.ndarray:
     return np.asarray(a.astype(np.float32) if a.dtype.name == "bfloat16" else a, order="C")
 
 
-def onnx_input_metadata(model: onnx.ModelProto) -> TensorMetadata:
-    """Polygraphy TensorMetadata for the model's real inputs (dynamic dims as None)."""
-    meta = TensorMetadata()
-    for vi in graph_inputs(model):
-        tt = vi.type.tensor_type
-        shape = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-        meta.add(vi.name, numpy_dtype_for(tt.elem_type), shape)
-    return meta
-
-
-def random_feeds(
-    model: onnx.ModelProto, *, batch: int = 2, dims: Mapping[str, int] | None = None, seed: int = 0, count: int = 1,
-    scale: float = 1.0,
-) -> list[OrderedDict]:
-    """`count` feed dicts of normal(0, scale) values for the model's inputs; dynamic dims from `dims` or `batch`.
-
-    Keep `scale` near the data the model was calibrated on: a randomly initialized deep net fed far larger inputs
-    is chaotic, and then even float32 PyTorch disagrees with float64 PyTorch.
-    """
-    for name, value in (("batch", batch), ("count", count)):
-        if int(value) < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
-    if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
-    rng = np.random.default_rng(seed)
-    dims = dict(dims or {})
-    inputs = graph_inputs(model)
-    feeds = []
-    for _ in range(count):
-        feed = OrderedDict()
-        for vi in inputs:
-            name, tt = vi.name, vi.type.tensor_type
-            shape = []
-            for axis, d in enumerate(tt.shape.dim):
-                if d.HasField("dim_value"):
-                    shape.append(d.dim_value)
-                elif d.dim_param in dims:
-                    shape.append(int(dims[d.dim_param]))
-                elif axis == 0:
-                    shape.append(batch)
-                else:
-                    raise ValueError(f"input {name!r} axis {axis} ({d.dim_param or '?'}) is dynamic: give its size")
-            # np.asarray: for a 0-d input standard_normal(()) * scale is a NumPy scalar, not an array.
-            feed[name] = np.asarray(rng.standard_normal(shape) * scale).astype(numpy_dtype_for(tt.elem_type))
-        feeds.append(feed)
-    return feeds
-
-
-@dataclasses.dataclass
-class ParityReport:
-    """Result of a parity run: per-comparison, per-output errors and verdicts, the baselines and warnings."""
-
-    dtype: str
-    atol: float
-    rtol: float
-    reference: str
-    comparisons: list[dict]
-    skipped: list[dict] = dataclasses.field(default_factory=list)
-    per_layer: bool = False
-    model: str = ""
-    baselines: list[dict] = dataclasses.field(default_factory=list)
-    baseline_model: str = ""
-    warnings: list[str] = dataclasses.field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        """True when every compared output of every comparison passed (and something was compared)."""
-        return bool(self.comparisons) and all(c["passed"] for c in self.comparisons)
-
-    def to_dict(self) -> dict:
-        """JSON-serializable form."""
-        return {
-            "model": self.model,
-            "dtype": self.dtype,
-            "reference": self.reference,
-            "tolerances": {"atol": self.atol, "rtol": self.rtol},
-            "baseline_factor": BASELINE_FACTOR,
-            "baseline_model": self.baseline_model,
-            "per_layer": self.per_layer,
-            "passed": self.passed,
-            "comparisons": self.comparisons,
-            "baselines": self.baselines,
-            "skipped": self.skipped,
-            "warnings": self.warnings,
-        }
-
-    def to_json(self, path: str | Path | None = None) -> str:
-        """JSON text; also written (atomically) to `path` when given."""
-        text = json.dumps(self.to_dict(), indent=2)
-        if path is not None:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(path, text + "\n")
-        return text
-
-    def to_table(self, max_rows_per_comparison: int = 12) -> str:
-        """Fixed-width table: each candidate's errors, its baseline's, the verdict; baseline rows; warnings."""
-        head = (f"{'runner':<34} {'vs':<24} {'output':<24} {'max_abs':>10} {'max_rel':>10} {'baseline':>10}  "
-                "result")
-        lines = [
-            f"parity ({self.dtype}; an output passes if every |err| <= {self.atol:g} or rel <= {self.rtol:g}"
-            + (f", or if its max |err| <= {BASELINE_FACTOR:g}x its baseline's" if self.baselines else "")
-            + f"; reference {self.reference}"
-            + (f"; baseline {self.baseline_model}" if self.baselines else "; no baseline")
-            + (")" + (" [per-layer]" if self.per_layer else "")),
-            head,
-            "-" * len(head),
-        ]
-
-        def verdict(row) -> str:
-            if not row["passed"]:
-                return "FAIL"
-            return "PASS" if row["within_tolerance"] else f"PASS (<= {BASELINE_FACTOR:g}x baseline)"
-
-        for comp in self.comparisons:
-            rows = comp["outputs"]
-            # Long (per-layer) lists: failures first, then the largest errors.
-            shown = rows if len(rows) <= max_rows_per_comparison else sorted(
-                rows, key=lambda r: (r["passed"], -r["max_abs"]))[:max_rows_per_comparison]
-            for row in shown:
-                base = row.get("baseline_max_abs")
-                lines.append(
-                    f"{comp['runner'][:34]:<34} {comp['reference'][:24]:<24} {row['name'][-24:]:<24} "
-                    f"{row['max_abs']:>10.3g} {row['max_rel']:>10.3g} {'-' if base is None else f'{base:.3g}':>10}"
-                    f"  {verdict(row)}"
-                )
-            if len(shown) < len(rows):
-                lines.append(f"  ... {len(rows) - len(shown)} more tensor(s) of this comparison, "
-                             f"{sum(r['passed'] for r in rows)}/{len(rows)} passed")
-        for comp in self.baselines:
-            for row in comp["outputs"]:
-                lines.append(
-                    f"{comp['runner'][:34]:<34} {comp['reference'][:24]:<24} {row['name'][-24:]:<24} "
-                    f"{row['max_abs']:>10.3g} {row['max_rel']:>10.3g} {'':>10}  baseline, "
-                    f"{'within' if row['within_tolerance'] else 'outside'} tolerance"
-                )
-        for s in self.skipped:
-            lines.append(f"{s['runner']:<34} skipped: {s['reason']}")
-        lines.extend(f"warning: {w}" for w in self.warnings)
-        lines.append(f"overall: {'PASS' if self.passed else 'FAIL'}")
-        return "\n".join(lines)
-
-
 def _exact_name(output_name, index, iter_result, *args):
     # Only compare tensors of the same name: Polygraphy's default would pair unmatched outputs by position.
     return [output_name] if output_name in iter_result else None
@@ -355,6 +219,21 @@ def _simple_compare_func(**kwargs):
 def _results_list(accuracy):
     # Polygraphy >= 0.50 returns AccuracyResults (one per compare func); older versions one AccuracyResult.
     return list(accuracy) if isinstance(accuracy, list) or hasattr(accuracy, "lst") else [accuracy]
+
+
+def _run_each(runners: Sequence[BaseRunner], feeds: Sequence[Mapping[str, np.ndarray]]) -> RunResults:
+    """Comparator.run, one runner at a time, so that a failure names its runner; RunFailure instead of its exception."""
+    results = RunResults()
+    for runner in runners:
+        try:
+            one = Comparator.run([runner], data_loader=list(feeds))
+        except Exception as exc:  # noqa: BLE001 - executors raise their own types (ORT's Fail, NumPy's, MemoryError)
+            shapes = ", ".join(f"{k}: {show_shape(np.shape(v))}" for k, v in feeds[0].items()) if feeds else "none"
+            text = _first_line(exc) if not isinstance(exc, MemoryError) else f"MemoryError: cannot allocate ({exc})"
+            raise RunFailure(f"{runner.name} could not run the model on inputs {shapes}: {text[:400]}") from None
+        for name, iterations in one.items():  # (RunResults.update assigns to a list by name in Polygraphy 0.53)
+            results[name] = iterations
+    return results
 
 
 def _magnitudes(iterations) -> dict[str, float]:
@@ -398,27 +277,27 @@ def compare_runners(
     baseline_indices = set(baseline_of.values())
     pairs = [(i, reference_index) for i in range(len(runners)) if i != reference_index] + list(extra_pairs)
     with G_LOGGER.verbosity(G_LOGGER.CRITICAL):
-        results = Comparator.run(list(runners), data_loader=list(feeds))
+        results = _run_each(runners, feeds)
         accuracy = Comparator.compare_accuracy(
             results,
             comparisons=pairs,
             compare_func=_simple_compare_func(atol=atol, rtol=rtol, find_output_func=_exact_name,
-                                              check_error_stat="elemwise"),
+                                              check_error_stat="elemwise", infinities_compare_equal=True),
         )
     reference_name = runners[reference_index].name
     by_pair: dict[tuple[str, str], list[dict]] = {}
     for result in _results_list(accuracy):
         for (name0, name1), iterations in result.items():
-            per_output: dict[str, dict] = {}
+            within: dict[str, bool] = {}
             for it in iterations:
                 for out_name, res in it.items():
-                    row = per_output.setdefault(out_name, {"name": out_name, "max_abs": 0.0, "max_rel": 0.0,
-                                                           "mean_abs": 0.0, "within_tolerance": True})
-                    row["max_abs"] = max(row["max_abs"], float(res.max_absdiff))
-                    row["max_rel"] = max(row["max_rel"], float(res.max_reldiff))
-                    row["mean_abs"] = max(row["mean_abs"], float(res.mean_absdiff))
-                    row["within_tolerance"] = row["within_tolerance"] and bool(res)
-            by_pair[(name0, name1)] = list(per_output.values())
+                    within[out_name] = within.get(out_name, True) and bool(res)
+            # The statistics come from the outputs themselves: Polygraphy's per-output maxima would be folded with
+            # Python's max(), which drops a NaN.
+            pairs_of_iterations = list(zip(results[name0], results[name1]))
+            by_pair[(name0, name1)] = [
+                make_row(out, merge_stats([error_stats(a[out], b[out]) for a, b in pairs_of_iterations]), ok)
+                for out, ok in within.items()]
 
     magnitude = _magnitudes(results[reference_name])
     comparisons, baselines, warnings = [], [], []
@@ -431,11 +310,7 @@ def compare_runners(
         base_rows = {r["name"]: r for r in by_pair.get((runners[baseline_of[i]].name, reference_name), [])} \
             if i in baseline_of and j == reference_index else {}
         for row in rows:
-            base = base_rows.get(row["name"])
-            row["baseline_max_abs"] = None if base is None else base["max_abs"]
-            row["within_baseline"] = None if base is None else bool(
-                row["max_abs"] <= BASELINE_FACTOR * base["max_abs"])
-            row["passed"] = row["within_tolerance"] or bool(row["within_baseline"])
+            judge(row, base_rows.get(row["name"]), atol, rtol)
             if j == reference_index:
                 row["reference_max_abs"] = magnitude.get(row["name"])
         entry["passed"] = bool(rows) and all(r["passed"] for r in rows)
@@ -476,10 +351,6 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
-def _show_shape(dims) -> str:
-    return "x".join("?" if d is None else str(d) for d in dims) or "scalar"
-
-
 def _value_infos(values) -> dict[str, tuple[int, list | None]]:
     out = {}
     for vi in values:
@@ -505,8 +376,8 @@ def io_mismatch(candidate: onnx.ModelProto, reference: onnx.ModelProto, what: st
                 continue
             fixed_differ = any(a is not None and b is not None and a != b for a, b in zip(shape, r_shape))
             if len(shape) != len(r_shape) or fixed_differ:
-                return (f"{kind[:-1]} {name!r} has shape {_show_shape(shape)} in the model but "
-                        f"{_show_shape(r_shape)} in the {what}")
+                return (f"{kind[:-1]} {name!r} has shape {show_shape(shape)} in the model but "
+                        f"{show_shape(r_shape)} in the {what}")
     return None
 
 
@@ -524,8 +395,8 @@ def torch_output_mismatch(torch_model: torch.nn.Module, example: torch.Tensor,
         # Axis 0 is the batch, which the example fixes at 1 and the model usually leaves dynamic.
         if shape is not None and (len(shape) != len(got) or any(
                 a is not None and a != b for axis, (a, b) in enumerate(zip(shape, got)) if axis > 0)):
-            return (f"output {name!r} has shape {_show_shape(shape)} in the model, the torch model gives "
-                    f"{_show_shape(got)}")
+            return (f"output {name!r} has shape {show_shape(shape)} in the model, the torch model gives "
+                    f"{show_shape(got)}")
     return None
 
 

@@ -30,7 +30,7 @@ from onnx.reference.ops import load_op
 
 import torchtrt_swish
 
-from .common import SWISH_DOMAIN, SWISH_OP, is_swish_node
+from .common import SWISH_DOMAIN, SWISH_OP, is_swish_node, iter_graphs
 from .contract import identity_problem
 
 ORT_DOMAIN = "ai.onnx.contrib"
@@ -135,7 +135,7 @@ class ReferenceExecutor:
     def __init__(self, model: onnx.ModelProto):
         self.model = model
         version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
-        used = {n.op_type for n in model.graph.node if n.domain in ("", "ai.onnx")}
+        used = {n.op_type for _, g in iter_graphs(model.graph) for n in g.node if n.domain in ("", "ai.onnx")}
         wide = []
         for op in ACCUMULATING_OPS if version else ():
             if op in used:
@@ -188,9 +188,10 @@ def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
         model = onnx.shape_inference.infer_shapes(model)
     except Exception:  # noqa: BLE001 - best effort, missing types fall back to float32 below
         pass
-    g = model.graph
-    types = {vi.name: vi.type.tensor_type.elem_type for vi in [*g.input, *g.value_info, *g.output]}
-    types.update({t.name: t.data_type for t in g.initializer})
+    types = {}
+    for _, g in iter_graphs(model.graph):
+        types.update({vi.name: vi.type.tensor_type.elem_type for vi in [*g.input, *g.value_info, *g.output]})
+        types.update({t.name: t.data_type for t in g.initializer})
     return types
 
 
@@ -199,7 +200,7 @@ def rewrite_for_ort(model: onnx.ModelProto) -> onnx.ModelProto:
     out = onnx.ModelProto()
     out.CopyFrom(model)
     types = _elem_types(model)
-    for node in out.graph.node:
+    for node in (n for _, g in iter_graphs(out.graph) for n in g.node):  # If/Loop/Scan bodies included
         if not is_swish_node(node):
             continue
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}

@@ -45,12 +45,18 @@ All passes follow the node contract of ``onnx_path.contract`` (they refuse what 
 dtype other than float32/float16/bfloat16), and ``run_surgery`` validates every node it emits against it. A
 "constant" is an initializer or a ``Constant`` node's output, never a graph input: an initializer that is also
 listed as a graph input can be overridden by the caller at run time, so folding it would freeze it. Unnamed nodes
-are named ``<OpType>_<index>`` (their position in the input graph), in the reports and in the written model.
+are named ``<OpType>_<index>`` (their position in their graph, made unique across the model), in the reports and
+in the written model.
+
+Every pass runs on the main graph and on every If/Loop/Scan body (a tensor read by a body from the outer scope
+counts as another consumer), unused-domain pruning counts the bodies' nodes, and the result passes
+``onnx.checker.check_model`` at the input's IR version: below IR 4, where every initializer must also be a graph
+input, the main graph lists its new constants as inputs and a body gets them as ``Constant`` nodes.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -64,10 +70,15 @@ from .common import (
     PLUGIN_VERSION,
     SWISH_DOMAIN,
     SWISH_OP,
+    OnnxInputError,
+    all_nodes,
+    iter_graphs,
     numpy_dtype_for,
     op_counts,
+    text_attribute_problem,
 )
 from .contract import bias_layout, bias_problem, model_problems, x_dtype_problem
+from .surgery_report import Refusal, Replacement, SurgeryReport
 
 SEED_NAMES = ("Swish", "EfficientSwish")
 SEED000_DOMAIN = "custom"
@@ -88,87 +99,6 @@ __all__ = [
     "fuse_swish",
     "bias_layout",
 ]
-
-
-@dataclasses.dataclass
-class Replacement:
-    """One SwishBias node that replaced `replaced` (node names) — `kind` says which pattern matched."""
-
-    kind: str
-    replaced: list[str]
-    node: str
-    output: str
-    bias: str
-    note: str = ""
-
-
-@dataclasses.dataclass
-class Refusal:
-    """A candidate that was left alone, and why."""
-
-    kind: str
-    node: str
-    reason: str
-
-
-@dataclasses.dataclass
-class SurgeryReport:
-    """What a surgery run replaced and refused, with op-type counts before and after."""
-
-    replaced: list[Replacement] = dataclasses.field(default_factory=list)
-    refused: list[Refusal] = dataclasses.field(default_factory=list)
-    counts_before: dict[str, int] = dataclasses.field(default_factory=dict)
-    counts_after: dict[str, int] = dataclasses.field(default_factory=dict)
-
-    @property
-    def nodes_before(self) -> int:
-        """Total node count before surgery."""
-        return sum(self.counts_before.values())
-
-    @property
-    def nodes_after(self) -> int:
-        """Total node count after surgery."""
-        return sum(self.counts_after.values())
-
-    def kinds(self) -> dict[str, int]:
-        """Number of replacements per pattern kind."""
-        out: dict[str, int] = {}
-        for r in self.replaced:
-            out[r.kind] = out.get(r.kind, 0) + 1
-        return out
-
-    def to_dict(self) -> dict:
-        """JSON-serializable form."""
-        return {
-            "replaced": [dataclasses.asdict(r) for r in self.replaced],
-            "refused": [dataclasses.asdict(r) for r in self.refused],
-            "replaced_by_kind": self.kinds(),
-            "nodes_before": self.nodes_before,
-            "nodes_after": self.nodes_after,
-            "counts_before": dict(self.counts_before),
-            "counts_after": dict(self.counts_after),
-        }
-
-    def to_text(self, max_lines: int = 20) -> str:
-        """Human-readable summary: counts, replacements by kind, refusals with reasons."""
-        lines = [
-            f"nodes: {self.nodes_before} -> {self.nodes_after}; "
-            f"{len(self.replaced)} SwishBias node(s) created"
-            + (f" ({', '.join(f'{k}: {v}' for k, v in sorted(self.kinds().items()))})" if self.replaced else "")
-        ]
-        changed = sorted(set(self.counts_before) | set(self.counts_after))
-        for op in changed:
-            b, a = self.counts_before.get(op, 0), self.counts_after.get(op, 0)
-            if a != b:
-                lines.append(f"  {op}: {b} -> {a}")
-        for r in self.replaced[:max_lines]:
-            note = f" [{r.note}]" if r.note else ""
-            lines.append(f"  replaced {r.kind}: {', '.join(r.replaced)} -> {r.node} (bias {r.bias}){note}")
-        if len(self.replaced) > max_lines:
-            lines.append(f"  ... and {len(self.replaced) - max_lines} more")
-        for r in self.refused:
-            lines.append(f"  refused {r.kind} at {r.node}: {r.reason}")
-        return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------------------ helpers
@@ -230,10 +160,12 @@ def _unique(base: str, taken: set[str]) -> str:
 
 
 class _Names:
-    """Unique node/tensor names for new objects (never used to *find* anything)."""
+    """Unique node/tensor names for new objects (never used to *find* anything), across the graph and its bodies."""
 
     def __init__(self, graph: gs.Graph):
-        self.taken = {n.name for n in graph.nodes} | set(graph.tensors().keys())
+        self.taken = set()
+        for g in (graph, *graph.subgraphs(recursive=True)):
+            self.taken |= {n.name for n in g.nodes} | set(g.tensors().keys())
 
     def __call__(self, base: str) -> str:
         return _unique(base, self.taken)
@@ -318,9 +250,9 @@ def _replace(graph, names, kind, matched, x, y, fold_bias):
 
 
 @gs.Graph.register()
-def fuse_sigmoid_mul(self, fold_bias=True):
+def fuse_sigmoid_mul(self, fold_bias=True, names=None):
     """Fuse Sigmoid(x) -> Mul(x, .) [-> Add(const)] into SwishBias; returns (replacements, refusals)."""
-    names, done, refused = _Names(self), [], []
+    names, done, refused = names or _Names(self), [], []
     for sig in list(self.nodes):
         if not _is_std(sig, "Sigmoid") or len(sig.inputs) != 1 or len(sig.outputs) != 1:
             continue
@@ -346,9 +278,9 @@ def fuse_sigmoid_mul(self, fold_bias=True):
 
 
 @gs.Graph.register()
-def convert_onnx_swish(self, fold_bias=True):
+def convert_onnx_swish(self, fold_bias=True, names=None):
     """Convert standard ONNX Swish nodes with alpha == 1 into SwishBias; returns (replacements, refusals)."""
-    names, done, refused = _Names(self), [], []
+    names, done, refused = names or _Names(self), [], []
     for node in list(self.nodes):
         if not _is_std(node, "Swish") or len(node.inputs) != 1 or len(node.outputs) != 1:
             continue
@@ -367,41 +299,96 @@ def convert_onnx_swish(self, fold_bias=True):
     return done, refused
 
 
-def _decode_info(values: np.ndarray | None) -> dict | None:
+def _malformed(node: gs.Node, why: str) -> OnnxInputError:
+    return OnnxInputError(f"original-format node {node.name!r} {why}")
+
+
+def _parse_info(node: gs.Node, text: str):
+    """json.loads(text); None when it is not JSON; OnnxInputError for a number too large to parse."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        # Python refuses integers of over 4300 digits (a ValueError of its own): malformed, not merely "not JSON".
+        if "integer string conversion" in str(exc):
+            raise _malformed(node, "has an info holding a number too large to parse") from None
+        return None
+
+
+def _decode_info(node: gs.Node, values: np.ndarray | None) -> dict | None:
     if values is None or values.dtype.kind not in "iu" or values.ndim > 1:
         return None
     try:
-        info = json.loads(bytes(int(c) for c in values.reshape(-1)).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
+        text = bytes(int(c) for c in values.reshape(-1)).decode("utf-8")
+    except ValueError:  # codes outside 0..255
         return None
+    except UnicodeDecodeError:
+        raise _malformed(node, "has an info input whose character codes are not UTF-8 text") from None
+    info = _parse_info(node, text)
     return info if isinstance(info, dict) else None
 
 
+def _check_seed_structure(node: gs.Node, max_inputs: int) -> None:
+    """OnnxInputError unless the node has x (and at most `max_inputs` inputs) and exactly one output."""
+    if not node.inputs:
+        raise _malformed(node, "has no inputs: the swish takes x (and a bias)")
+    if len(node.inputs) > max_inputs:
+        raise _malformed(node, f"has {len(node.inputs)} inputs: the swish takes at most {max_inputs}")
+    if len(node.outputs) != 1:
+        raise _malformed(node, "has no outputs: the swish has one" if not node.outputs else
+                         f"has {len(node.outputs)} outputs: the swish has one")
+
+
 def _seed_match(node: gs.Node, graph: gs.Graph):
-    """(info, bias tensor or None) for a seed-format swish node, or a refusal reason string, or None."""
+    """(info, bias tensor or None) for a seed-format swish node, or a refusal reason string, or None.
+
+    OnnxInputError for a malformed one (no inputs, not one output, a number too large to parse).
+    """
     if node.domain == SEED000_DOMAIN and node.op == "Plugin":
         if _attr_str(node, "name") not in SEED_NAMES:
             return None  # another plugin of the seed's framework
+        _check_seed_structure(node, 2)
         raw = _attr_str(node, "info") or "{}"
-        try:
-            info = json.loads(raw)
-        except ValueError:
+        if (info := _parse_info(node, raw)) is None:
             return f"info attribute is not JSON: {raw[:60]!r}"
         return info if isinstance(info, dict) else {}, node.inputs[1] if len(node.inputs) > 1 else None
     if node.domain == SEED001_DOMAIN and node.op in ("Plugin", *SEED_NAMES):
-        info = _decode_info(_const_values(node.inputs[1], graph)) if len(node.inputs) > 1 else None
+        if node.op != "Plugin":
+            _check_seed_structure(node, 3)
+        info = _decode_info(node, _const_values(node.inputs[1], graph)) if len(node.inputs) > 1 else None
         if info is None:
             return None if node.op == "Plugin" else "second input is not a Constant of character codes holding JSON"
         if node.op == "Plugin" and info.get("name") not in SEED_NAMES:
             return None
+        _check_seed_structure(node, 3)
         return info, node.inputs[2] if len(node.inputs) > 2 else None
     return None
 
 
+def _info_bias(node: gs.Node, value: int | float, x_elem: int | None) -> float:
+    """The info's bias as a float that stays finite in float32 and in x's dtype; OnnxInputError naming it otherwise."""
+    # JSON admits NaN, Infinity, 1e400 (read as inf) and integers of any length: none is a bias the plugin can use.
+    shown = f"{value:.6g}" if isinstance(value, float) else (str(value) if len(str(value)) <= 20 else
+                                                             f"an integer of {len(str(value))} digits")
+    try:
+        wide = float(value)
+    except OverflowError:
+        wide = math.inf
+    with np.errstate(over="ignore"):
+        narrow = np.float32(wide)
+        in_x = narrow.astype(numpy_dtype_for(x_elem)) if x_elem is not None else narrow
+    if not math.isfinite(wide) or not np.isfinite(narrow):
+        raise _malformed(node, f"has an info bias {shown} that is not a finite float32 number (the original "
+                               "material stored the bias as a float32 attribute)")
+    if not np.isfinite(in_x):
+        raise _malformed(node, f"has an info bias {shown} that overflows x's dtype "
+                               f"{onnx.TensorProto.DataType.Name(x_elem)}")
+    return wide
+
+
 @gs.Graph.register()
-def convert_seed_swish(self):
+def convert_seed_swish(self, names=None):
     """Convert the original material's swish nodes (custom::Plugin, ai.onnx.contrib); returns (replaced, refused)."""
-    names, done, refused = _Names(self), [], []
+    names, done, refused = names or _Names(self), [], []
     for node in list(self.nodes):
         match = _seed_match(node, self)
         if match is None:
@@ -429,7 +416,7 @@ def convert_seed_swish(self):
             bias = bias_in if isinstance(bias_in, gs.Constant) else gs.Constant(names(f"{node.name}/bias"), values)
             desc = _describe(values, bias_layout(values.shape, x.shape)[1])
         elif isinstance(info.get("bias"), (int, float)) and not isinstance(info.get("bias"), bool):
-            bias = _constant_bias(x, float(info["bias"]), (), names, node.name or kind)
+            bias = _constant_bias(x, _info_bias(node, info["bias"], _elem_type(x)), (), names, node.name or kind)
             if bias is None:
                 refused.append(Refusal(kind, node.name, "x's dtype is unknown (run shape inference first), so the "
                                                         "bias constant's dtype cannot be chosen"))
@@ -448,13 +435,48 @@ def convert_seed_swish(self):
 
 
 def _prune_unused_domains(model: onnx.ModelProto) -> None:
-    used = {n.domain for n in model.graph.node} | {f.domain for f in model.functions}
-    for f in model.functions:
-        used |= {n.domain for n in f.node}
+    # A domain used only inside an If/Loop/Scan body or a function is used: dropping it makes the model invalid.
+    used = {n.domain for _, _, n in all_nodes(model)} | {f.domain for f in model.functions}
     used |= {"", "ai.onnx"}
     keep = [o for o in model.opset_import if o.domain in used]
     del model.opset_import[:]
     model.opset_import.extend(keep)
+
+
+def _initializers_as_inputs(model: onnx.ModelProto) -> None:
+    """IR < 4: every initializer must also be a graph input. The main graph lists its new ones as inputs; a body
+    (whose inputs are fixed by If/Loop/Scan) gets Constant nodes instead."""
+    g = model.graph
+    listed = {i.name for i in g.input}
+    g.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                   for t in g.initializer if t.name not in listed)
+    for _, body in list(iter_graphs(g))[1:]:
+        listed = {i.name for i in body.input}
+        moved = [t for t in body.initializer if t.name not in listed]
+        if not moved:
+            continue
+        kept = [t for t in body.initializer if t.name in listed]
+        del body.initializer[:]
+        body.initializer.extend(kept)
+        constants = [onnx.helper.make_node("Constant", [], [t.name], name=f"{t.name}/Constant", value=t)
+                     for t in moved]
+        nodes = constants + list(body.node)
+        del body.node[:]
+        body.node.extend(nodes)
+
+
+def _check_emitted(model: onnx.ModelProto, out: onnx.ModelProto) -> None:
+    """RuntimeError when `out` fails onnx.checker though `model` passes; OnnxInputError when `model` fails too."""
+    try:
+        onnx.checker.check_model(out)
+    except onnx.checker.ValidationError as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        try:
+            onnx.checker.check_model(model)
+        except onnx.checker.ValidationError as original:
+            why = (str(original).strip().splitlines() or [""])[0]
+            raise OnnxInputError(f"the input model fails onnx.checker ({why}); fix it before fusing") from None
+        raise RuntimeError(f"surgery emitted a model that fails onnx.checker: {first}") from exc
 
 
 def run_surgery(
@@ -464,6 +486,8 @@ def run_surgery(
     unknown = [p for p in passes if p not in PASSES]
     if unknown:
         raise ValueError(f"unknown surgery pass(es) {unknown}; choose from {', '.join(PASSES)}")
+    if (why := text_attribute_problem(model)) is not None:
+        raise OnnxInputError(why)  # graphsurgeon (and TensorRT's parser) read string attributes as UTF-8
     report = SurgeryReport(counts_before=dict(op_counts(model)))
     # Initializers also listed as graph inputs are defaults the caller may override. graphsurgeon would import them
     # as constants (and export them as plain initializers): take them out, so they are graph inputs to the passes
@@ -482,14 +506,20 @@ def run_surgery(
     except Exception:  # noqa: BLE001 - inference is best effort; unknown types lead to refusals, not errors
         inferred = work
     graph = gs.import_onnx(inferred)
-    taken = {n.name for n in graph.nodes if n.name}
-    for index, node in enumerate(graph.nodes):
-        if not node.name:
-            node.name = _unique(f"{node.op}_{index}", taken)
-    steps = {"seed": graph.convert_seed_swish, "onnx-swish": lambda: graph.convert_onnx_swish(fold_bias),
-             "sigmoid-mul": lambda: graph.fuse_sigmoid_mul(fold_bias)}
+    graphs = [graph, *graph.subgraphs(recursive=True)]  # If/Loop/Scan bodies are fused like the main graph
+    taken = {n.name for g in graphs for n in g.nodes if n.name}
+    for g in graphs:
+        for index, node in enumerate(g.nodes):
+            if not node.name:
+                node.name = _unique(f"{node.op}_{index}", taken)
+    names = _Names(graph)
     for name in PASSES:  # fixed order: seeds first, then ONNX Swish, then the generic pattern
-        if name in passes:
+        if name not in passes:
+            continue
+        for g in graphs:
+            steps = {"seed": lambda: g.convert_seed_swish(names=names),
+                     "onnx-swish": lambda: g.convert_onnx_swish(fold_bias, names=names),
+                     "sigmoid-mul": lambda: g.fuse_sigmoid_mul(fold_bias, names=names)}
             done, refused = steps[name]()
             report.replaced += done
             report.refused += refused
@@ -502,6 +532,8 @@ def run_surgery(
         still_inputs = {i.name for i in out.graph.input}
         out.graph.initializer.extend(t for t in defaults if t.name in still_inputs)
         out.ir_version = model.ir_version
+        if out.ir_version < 4:
+            _initializers_as_inputs(out)
         out.producer_name, out.producer_version = model.producer_name, model.producer_version
         del out.metadata_props[:]
         out.metadata_props.extend(model.metadata_props)
@@ -509,6 +541,7 @@ def run_surgery(
         # The passes check the contract before they replace anything; a node they emit that breaks it is a bug here.
         if problems := model_problems(out, only={r.node for r in report.replaced}):
             raise RuntimeError("surgery emitted nodes that break the SwishBias contract: " + "; ".join(problems))
+        _check_emitted(model, out)
     report.counts_after = dict(op_counts(out))
     return out, report
 

@@ -506,3 +506,61 @@ def test_contract_accepts_the_plugin_forms_and_nothing_else(inputs, attrs, bias,
         assert problems[0] == "SwishBias node 'sb' has inputs ['x']; SwishBias takes [x, bias]"
     elif not ok:
         assert problems[0].startswith("SwishBias node 'sb' has an unusable bias input 'b'")
+
+
+# ---------------------------------------------------------------------- a Mul that is also a graph output
+
+
+def test_the_add_after_a_mul_that_is_a_graph_output_is_kept():
+    # m = x * sigmoid(x) is a graph output and feeds only the Add: folding the Add would leave m without a producer.
+    model = swish_graph(add=0.5, extra_outputs=["m"])
+    fused, report = fuse_swish(model)
+    assert [r.kind for r in report.replaced] == ["sigmoid-mul"]
+    assert op_counts(fused) == {f"{SWISH_DOMAIN}::{SWISH_OP}": 1, "Add": 1}
+    produced = {o for n in fused.graph.node for o in n.output}
+    assert {o.name for o in fused.graph.output} == {"y", "m"} <= produced
+    onnx.checker.check_model(fused, full_check=True)
+    got = ReferenceExecutor(fused).run({"x": XS})
+    np.testing.assert_allclose(got["m"], ref_swish64(XS), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got["y"], ref_swish64(XS, 0.5), rtol=1e-6, atol=1e-6)
+    report = check_parity(fused, reference_onnx=model, backends=("reference",), batch=2)
+    assert report.passed and {r["name"] for r in report.comparisons[0]["outputs"]} == {"y", "m"}
+
+
+def test_the_surgery_runs_the_onnx_checker_on_what_it_emits(monkeypatch):
+    import onnx_path.surgery as surgery
+
+    # A pass that folds the Add after a Mul that is a graph output leaves that output without a producer: the
+    # contract check alone does not see it, onnx.checker does.
+    def fold_anyway(graph, x, y, names, base):
+        add = y.outputs[0]
+        return add, add.inputs[1] if add.inputs[0] is y else add.inputs[0], "0.5 (scalar)", ""
+
+    monkeypatch.setattr(surgery, "_foldable_add", fold_anyway)
+    with pytest.raises(RuntimeError, match="onnx.checker"):
+        fuse_swish(swish_graph(add=0.5, extra_outputs=["m"]))
+
+
+# --------------------------------------------------------------------------- original-format bias values
+
+
+@pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity", "1e39", "-3.5e38", "1e400", "1" + "0" * 400])
+def test_an_original_format_bias_that_is_not_a_finite_float32_is_a_user_error(text):
+    from onnx_path.common import OnnxInputError
+
+    with pytest.raises(OnnxInputError, match=r"node 'plug'.*bias .*float32") as info:
+        convert_seed_nodes(seed000_node_model('{"bias": ' + text + '}'))
+    assert "\n" not in str(info.value) and len(str(info.value)) < 300
+
+
+def test_an_original_format_bias_beyond_x_dtype_is_a_user_error():
+    from onnx_path.common import OnnxInputError
+
+    model = seed000_node_model('{"bias": 70000}')
+    for vi_ in (*model.graph.input, *model.graph.output):
+        vi_.type.tensor_type.elem_type = T.FLOAT16
+    with pytest.raises(OnnxInputError, match=r"bias 70000 .*FLOAT16"):
+        convert_seed_nodes(model)
+    # The largest float32 is a finite bias for a float32 x.
+    fused, report = convert_seed_nodes(seed000_node_model('{"bias": 3.4028234e38}'))
+    assert report.replaced and np.isfinite(onnx.numpy_helper.to_array(fused.graph.initializer[0])).all()

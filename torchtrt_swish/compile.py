@@ -9,7 +9,7 @@ swish op becomes a ``SwishBias`` plugin layer instead of a PyTorch fallback.
     import torch_tensorrt, torchtrt_swish
     fast = torch.compile(model, backend="tensorrt", dynamic=False, options={
         "min_block_size": 1,                  # default 5 would leave a conv+swish model entirely in PyTorch
-        "require_full_compilation": False,    # True: error instead of PyTorch fallback for unconverted ops
+        "require_full_compilation": False,    # no effect here (see below); AOT compile() honours it
         "pass_through_build_failures": True,  # raise TensorRT build errors instead of silently running eagerly
         "torch_executed_ops": set(),          # ops forced to PyTorch, e.g. {"torch.ops.torchtrt_swish.swish.default"}
         "use_explicit_typing": True,          # Torch-TensorRT 2.9-2.12 only (see below)
@@ -27,6 +27,12 @@ All keys are fields of ``torch_tensorrt.dynamo.CompilationSettings`` of the inst
 
 Either way the model's dtypes decide the precision: cast the model, as :func:`compile` does. :func:`torch_compile`
 applies these defaults, ``use_explicit_typing`` only where the field exists.
+
+``require_full_compilation`` has no effect under ``torch.compile``: Torch-TensorRT's backend logs "Detected
+require_full_compilation=True for a torch.compile run. This option has no effect in torch.compile." and sets it to
+False (``parse_dynamo_kwargs`` in ``torch_tensorrt/dynamo/utils.py``, 2.11 to main), so unconverted ops always fall
+back to PyTorch there. To get an error instead, use the AOT :func:`compile` (``torch_tensorrt.compile``), whose
+partitioner raises when the graph is not fully supported.
 """
 from __future__ import annotations
 
@@ -98,13 +104,17 @@ def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *,
     return torch.export.export(model, tuple(inputs), dynamic_shapes=ds)
 
 
-def _trt_inputs(torch_tensorrt: Any, ranges: Sequence[tuple], dtype: torch.dtype) -> list[Any]:
+def trt_inputs(torch_tensorrt: Any, ranges: Sequence[tuple], inputs: Sequence[torch.Tensor]) -> list[Any]:
+    """One torch_tensorrt.Input per example tensor: its shape range, and the dtype of that (prepared) tensor."""
+    # Each Input takes its own tensor's dtype: _prepare casts only the floating-point inputs, and an integer input
+    # given a float Input would not match the exported program. torch_tensorrt.Input accepts any torch dtype it
+    # maps (dtype._from: uint8, int8, int32, int64, bool, the float types).
     specs = []
-    for lo, opt, hi in ranges:
+    for (lo, opt, hi), tensor in zip(ranges, inputs, strict=True):
         if lo == hi:
-            specs.append(torch_tensorrt.Input(shape=opt, dtype=dtype))
+            specs.append(torch_tensorrt.Input(shape=opt, dtype=tensor.dtype))
         else:
-            specs.append(torch_tensorrt.Input(min_shape=lo, opt_shape=opt, max_shape=hi, dtype=dtype))
+            specs.append(torch_tensorrt.Input(min_shape=lo, opt_shape=opt, max_shape=hi, dtype=tensor.dtype))
     return specs
 
 
@@ -132,7 +142,7 @@ def compile(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, dtype: to
     torch_tensorrt = _require()
     model, inputs = _prepare(model, inputs, dtype, device)
     ranges = shape_ranges([tuple(t.shape) for t in inputs], dynamic_shapes)
-    specs = _trt_inputs(torch_tensorrt, ranges, dtype)
+    specs = trt_inputs(torch_tensorrt, ranges, inputs)
     program = export(model, inputs, dynamic_shapes=dynamic_shapes)
     trt_model = torch_tensorrt.compile(program, ir="dynamo", arg_inputs=specs,
                                        **_settings(torch_tensorrt, settings))
@@ -165,7 +175,7 @@ def export_engine(model: torch.nn.Module, inputs: Sequence[torch.Tensor], path: 
     ranges = shape_ranges([tuple(t.shape) for t in inputs], dynamic_shapes)
     program = export(model, inputs, dynamic_shapes=dynamic_shapes)
     engine = torch_tensorrt.dynamo.convert_exported_program_to_serialized_trt_engine(
-        program, arg_inputs=_trt_inputs(torch_tensorrt, ranges, dtype), **_settings(torch_tensorrt, settings))
+        program, arg_inputs=trt_inputs(torch_tensorrt, ranges, inputs), **_settings(torch_tensorrt, settings))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(bytes(engine))

@@ -5,6 +5,10 @@ torch.export and torch.func need on top of them.
 """
 from __future__ import annotations
 
+import hashlib
+import inspect
+import re
+
 import torch
 
 from .dtypes import DTYPES
@@ -129,11 +133,21 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+def _laid_out_as_kernel_output(t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """t with the strides the kernels (and the fake kernels) give their output for input x."""
+    # Pointwise ATen math takes its strides from the operands (a transposed x gives a transposed result), but eager
+    # and the fake kernels give _kept_format(x). A clone with an explicit memory format allocates like
+    # torch.empty(memory_format=...), so the traced strides are the declared ones whatever t's were; inductor
+    # lowers the clone into the same pointwise kernel (no extra pass) and gives graph outputs their traced strides
+    # (config.keep_output_stride), which its own decompositions rely on the same way.
+    return torch.clone(t, memory_format=_kept_format(x))
+
+
 def swish_decomposition(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """torchtrt_swish::swish as ATen ops: x * sigmoid(x) + bias in the compute type, rounded once."""
     acc = _compute_dtype(x.dtype)
     xf = x.to(acc)
-    return (xf * torch.sigmoid(xf) + bias.to(acc)).to(x.dtype)
+    return _laid_out_as_kernel_output((xf * torch.sigmoid(xf) + bias.to(acc)).to(x.dtype), x)
 
 
 def swish_backward_decomposition(grad: torch.Tensor, x: torch.Tensor, bias: torch.Tensor):
@@ -141,32 +155,88 @@ def swish_backward_decomposition(grad: torch.Tensor, x: torch.Tensor, bias: torc
     acc = _compute_dtype(x.dtype)
     xf, gf = x.to(acc), grad.to(acc)
     s = torch.sigmoid(xf)
-    dx = (gf * s * (1 + xf * (1 - s))).to(x.dtype)
+    dx = _laid_out_as_kernel_output((gf * s * (1 + xf * (1 - s))).to(x.dtype), x)
     lead = x.dim() - bias.dim()
     dims = [*range(lead), *(lead + j for j, b in enumerate(bias.shape) if b == 1)]
-    dbias = gf.sum(dims, keepdim=True) if dims else gf.clone()  # sum over no dims would sum over all of them
-    return dx, dbias.reshape(bias.shape).to(bias.dtype)
+    dbias = gf.sum(dims, keepdim=True) if dims else gf  # sum over no dims would sum over all of them
+    # The kernels' dbias is contiguous in bias's shape (the fake kernel's bias.new_empty), whatever g's layout.
+    return dx, torch.clone(dbias.reshape(bias.shape).to(bias.dtype), memory_format=torch.contiguous_format)
 
+
+# ----------------------------------------------------------------------------- compile caches
+#
+# The AOTAutograd cache is keyed on the dynamo graph, which holds our op, not its decomposition, and the key has no
+# part for inductor's decomposition table: code compiled with an older decomposition (or before there was one)
+# would be served again after an upgrade. torch.compiler.config.cache_key_tag is torch's documented way to add to
+# every compile cache key: FxGraphHashDetails reads it when a key is computed (torch 2.11 and 2.14), and
+# AOTAutogradCacheDetails derives from it, so both keys get it. We add one part of our own, a hash of the registered
+# decompositions' source, and keep whatever the user put there. The part is set at import, so the tag does not
+# change in mid-process for caches that read it early (dynamo's PGO keys), and set again by the fake kernels, which
+# run when dynamo traces the op, i.e. before any cache key of a graph holding the op is computed: a user who
+# replaces the tag later still gets our part added back to theirs. (The custom-pass uuids are the other hook, but
+# torch 2.11 has one slot per pass, which the user's own pass would take.)
+
+_CACHE_TAG_PREFIX = "torchtrt_swish.decompositions="
+_CACHE_TAG_PART = re.compile(";?" + re.escape(_CACHE_TAG_PREFIX) + "[0-9a-f]*")
+
+
+def decompositions_fingerprint(*fns) -> str:
+    """A short hash of the decompositions' source and of the modules that define them (their helpers)."""
+    digest = hashlib.sha256()
+    for fn in fns:
+        for obj in (inspect.getmodule(fn), fn):
+            try:
+                text = inspect.getsource(obj)
+            except (OSError, TypeError):  # no source file (python -c, a frozen install): the name is all there is
+                text = f"{fn.__module__}.{fn.__qualname__}"
+            digest.update(text.encode())
+    return digest.hexdigest()[:16]
+
+
+# What register_inductor_decompositions will register; it recomputes this from what it did register.
+_registered_fingerprint = decompositions_fingerprint(swish_decomposition, swish_backward_decomposition)
+
+
+def cache_key_tag_with_ours(tag: str, fingerprint: str) -> str:
+    """tag with our part for fingerprint in it: the user's parts kept, an older part of ours replaced."""
+    ours = _CACHE_TAG_PREFIX + fingerprint
+    if ours in tag:
+        return tag
+    rest = _CACHE_TAG_PART.sub("", tag)
+    return f"{rest};{ours}" if rest else ours
+
+
+def tag_compile_caches() -> None:
+    """Fold the decompositions' fingerprint into torch.compile's cache keys (torch.compiler.config.cache_key_tag)."""
+    tag = torch.compiler.config.cache_key_tag
+    new = cache_key_tag_with_ours(tag, _registered_fingerprint)
+    if new != tag:
+        torch.compiler.config.cache_key_tag = new
+
+
+tag_compile_caches()
 
 _inductor_decompositions_registered = False
 
 
 def register_inductor_decompositions() -> None:
-    """Put swish / swish_backward into inductor's decomposition table (once; the fake kernels call this)."""
-    global _inductor_decompositions_registered
-    if _inductor_decompositions_registered:
-        return
-    _inductor_decompositions_registered = True
-    # Imported here, not at package import: torch._inductor costs seconds, and only compilation needs it.
-    from torch._inductor import decomposition as inductor_decomposition
+    """Put swish / swish_backward into inductor's decomposition table (once) and our part into the cache tag."""
+    global _inductor_decompositions_registered, _registered_fingerprint
+    if not _inductor_decompositions_registered:
+        _inductor_decompositions_registered = True
+        # Imported here, not at package import: torch._inductor costs seconds, and only compilation needs it.
+        from torch._inductor import decomposition as inductor_decomposition
 
-    inductor_decomposition.register_decomposition(_OPS.swish.default)(swish_decomposition)
-    inductor_decomposition.register_decomposition(_OPS.swish_backward.default)(swish_backward_decomposition)
-    # select_decomp_table() serves a cached copy of the table when fallback_random is off (the default); a copy
-    # made before this registration (something else compiled first) would not have our entries.
-    cached = getattr(inductor_decomposition, "fast_random_decomps", None)
-    if hasattr(cached, "cache_clear"):
-        cached.cache_clear()
+        forward, backward = swish_decomposition, swish_backward_decomposition
+        inductor_decomposition.register_decomposition(_OPS.swish.default)(forward)
+        inductor_decomposition.register_decomposition(_OPS.swish_backward.default)(backward)
+        _registered_fingerprint = decompositions_fingerprint(forward, backward)
+        # select_decomp_table() serves a cached copy of the table when fallback_random is off (the default); a
+        # copy made before this registration (something else compiled first) would not have our entries.
+        cached = getattr(inductor_decomposition, "fast_random_decomps", None)
+        if hasattr(cached, "cache_clear"):
+            cached.cache_clear()
+    tag_compile_caches()
 
 
 # ----------------------------------------------------------------------------- public wrapper

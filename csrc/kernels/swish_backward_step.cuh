@@ -1,5 +1,5 @@
-// The backward's per-pack step, shared by the unfused backward (swish_backward.cu) and the fused one
-// (swish_backward_fused.cu).
+// The backward's per-pack step, shared by the unfused backward (swish_backward.cu) and the fused one's kernels
+// (swish_backward_rows_cols.cu, swish_backward_planes.cu).
 #pragma once
 
 #include "swish_math.cuh"

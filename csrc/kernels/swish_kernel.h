@@ -3,7 +3,9 @@
 // Knows nothing of torch or TensorRT: raw pointers, element counts, the bias layout and a stream. The torch op
 // (csrc/torch) and the TensorRT plugin (csrc/trt_plugin) both link the same compiled objects, so parity proven
 // through the op on the GPU carries over to the plugin. One launcher per file: swish_forward.cu,
-// swish_backward.cu, swish_backward_fused.cu (shared device code in swish_math.cuh, swish_backward_step.cuh).
+// swish_backward.cu, swish_backward_fused.cu (its planning in swish_backward_plan.h, its main kernels by strategy in
+// swish_backward_rows_cols.cu and swish_backward_planes.cu; shared device code in swish_math.cuh,
+// swish_backward_step.cuh, swish_backward_fused.cuh).
 #pragma once
 
 #include <cstddef>
@@ -11,11 +13,9 @@
 #include <cuda_runtime_api.h>
 
 #include "bias_layout.h"
+#include "launch_common.h"
 
 namespace torchtrt_swish {
-
-//! Element types every host supports. Math is always fp32; fp16/bf16 results are rounded once.
-enum class DType : int32_t { kFLOAT32 = 0, kFLOAT16 = 1, kBFLOAT16 = 2 };
 
 //! y[i] = x[i] * sigmoid(x[i]) + bias[(i / spec.inner) % spec.channels] for i in [0, n).
 //! x, bias and y are contiguous and of type dtype; n may exceed 2^31. Returns the launch error, if any.

@@ -1,6 +1,6 @@
 // Numerics and packing shared by the Swish kernels (csrc/kernels/swish_*.cu): launch constants, the fp32 math
-// with exact division (forward and input gradient), 16-byte packs, division by run-time constants, alignment and
-// grid helpers. Internal to the kernel files: hosts include swish_kernel.h.
+// with exact division (forward and input gradient), 16-byte packs and the alignment check (the block size, FastDiv
+// and the grid limit are plain C++ in launch_common.h). Internal to the kernel files: hosts include swish_kernel.h.
 #pragma once
 
 #include "swish_kernel.h"
@@ -18,10 +18,6 @@
 namespace torchtrt_swish {
 namespace detail {
 
-constexpr int kTHREADS = 256;
-// Independent 16-byte packs per thread per iteration of the backward kernels: enough bytes in flight to cover HBM
-// latency.
-constexpr int kUNROLL = 4;
 // Forward launch shapes: up to kFWD_SMALL_PACKS packs one pack per thread in 256-thread blocks (the most threads,
 // hence the most loads in flight, for a tensor that cannot fill the chip); above, two packs per thread in 128-thread
 // blocks, which streamed faster at 2^28 elements on the H200 than four packs in 256-thread blocks
@@ -235,47 +231,6 @@ struct alignas(sizeof(T) * kVEC) Pack
     T v[kVEC];
 };
 
-// Division by a run-time constant: multiply-high + shift for 32-bit dividends (Granlund-Montgomery), plain
-// 64-bit division otherwise. Integer division per pack would otherwise cost more than the math it indexes.
-struct FastDiv
-{
-    uint64_t d{1};
-    uint32_t mul{1};
-    uint32_t shift{0};
-
-    static FastDiv make(int64_t divisor)
-    {
-        FastDiv f;
-        f.d = static_cast<uint64_t>(divisor);
-        if (f.d > 0xffffffffULL)
-        {
-            return f; // div() takes the 64-bit path for such divisors
-        }
-        while ((uint64_t{1} << f.shift) < f.d)
-        {
-            ++f.shift;
-        }
-        f.mul = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << f.shift) - f.d)) / f.d + 1);
-        return f;
-    }
-
-    __device__ __forceinline__ uint64_t div(uint64_t n) const
-    {
-        if (n <= 0xffffffffULL && d <= 0xffffffffULL)
-        {
-            auto const n32 = static_cast<uint32_t>(n);
-            return (static_cast<uint64_t>(__umulhi(n32, mul)) + n32) >> shift;
-        }
-        return n / d;
-    }
-
-    // n / d for callers that know n and d fit in 32 bits (block-local offsets).
-    __device__ __forceinline__ uint32_t div32(uint32_t n) const
-    {
-        return static_cast<uint32_t>((static_cast<uint64_t>(__umulhi(n, mul)) + n) >> shift);
-    }
-};
-
 // One pack of T from kVEC floats (round to nearest).
 template <typename T, int kVEC>
 __device__ __forceinline__ Pack<T, kVEC> packFrom(float const (&v)[kVEC])
@@ -292,13 +247,6 @@ __device__ __forceinline__ Pack<T, kVEC> packFrom(float const (&v)[kVEC])
 inline bool aligned16(void const* p)
 {
     return (reinterpret_cast<uintptr_t>(p) & 15U) == 0;
-}
-
-// Blocks for a grid of `blocks`, or 0 when that exceeds INT_MAX (more than any GPU's memory could feed): the
-// launchers report 0 as an invalid configuration.
-inline unsigned gridBlocks(int64_t blocks)
-{
-    return blocks > INT_MAX ? 0U : static_cast<unsigned>(blocks);
 }
 
 } // namespace detail

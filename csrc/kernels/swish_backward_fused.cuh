@@ -1,0 +1,76 @@
+// What the fused backward's kernel files share (swish_backward_fused.cu launches, swish_backward_rows_cols.cu and
+// swish_backward_planes.cu hold the main kernels by strategy): block reductions, the block order, and each
+// strategy's launch. The plans themselves are plain C++ in swish_backward_plan.h.
+#pragma once
+
+#include "swish_backward_plan.h"
+#include "swish_backward_step.cuh"
+
+namespace torchtrt_swish {
+namespace detail {
+
+constexpr int kWARPS = kTHREADS / 32;
+
+// The block index that the rows and planes kernels work on: the grid walks the tensor from its end. The backward
+// usually runs right after something that went through x or g from the start (the forward just read x; the layer
+// after wrote g), so the last part of them may still be in L2 and is read first, before the first part's misses
+// evict it. Without such reuse the order costs nothing. Partial sums keep their slots (same bits).
+__device__ __forceinline__ uint32_t fromTheEnd()
+{
+    return gridDim.x - 1U - blockIdx.x;
+}
+
+__device__ __forceinline__ float blockSum(float v, float* smem)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+    {
+        v += __shfl_down_sync(0xffffffffU, v, o);
+    }
+    int const lane = threadIdx.x & 31;
+    int const warp = threadIdx.x >> 5;
+    if (lane == 0)
+    {
+        smem[warp] = v;
+    }
+    __syncthreads();
+    float total = 0.0f;
+    if (threadIdx.x == 0)
+    {
+#pragma unroll
+        for (int w = 0; w < kWARPS; ++w)
+        {
+            total += smem[w];
+        }
+    }
+    return total; // valid in thread 0 only
+}
+
+//! One launch of a strategy's main kernel on `grid` blocks (mainBlocks of the plan): dx, and the plan's partial sums
+//! of g into partial[partialRows][channels]. The kernel's pack width is plan.vec (16 / sizeof(T) or 1).
+template <typename T>
+struct MainLaunch
+{
+    FusedPlan const& plan;
+    unsigned grid;
+    T const* g;
+    T const* x;
+    T* dx;
+    float* partial;
+    cudaStream_t stream;
+};
+
+//! The rows kernel (swish_backward_rows_cols.cu), for plans of kind kROWS.
+template <typename T>
+void launchRowsKernel(MainLaunch<T> const& l);
+
+//! The columns kernel (swish_backward_rows_cols.cu), for plans of kind kCOLS.
+template <typename T>
+void launchColsKernel(MainLaunch<T> const& l);
+
+//! The planes kernel (swish_backward_planes.cu), for plans of kind kPLANES.
+template <typename T>
+void launchPlanesKernel(MainLaunch<T> const& l);
+
+} // namespace detail
+} // namespace torchtrt_swish

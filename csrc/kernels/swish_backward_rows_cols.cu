@@ -1,0 +1,267 @@
+// The fused backward's rows and columns kernels (planning: swish_backward_plan.h; launch and column sums:
+// swish_backward_fused.cu). Rows: a scalar bias, the whole tensor one run split in chunks, one partial sum per
+// block. Columns: a bias per column of x viewed as [rows, C] (per-channel on the last dim, full, trailing blocks, and
+// grouped columns for short fp16/bf16 planes), each thread summing its column over many rows in registers.
+// No torch, no TensorRT.
+#include "swish_backward_fused.cuh"
+
+namespace torchtrt_swish {
+namespace detail {
+namespace {
+
+// One block reduces one chunk of one row (row = o * C + c) and writes dx; its sum goes to
+// partial[o * chunks + chunk][c].
+template <typename T, int kVEC>
+__global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardRowsKernel(T const* __restrict__ g, T const* __restrict__ x,
+    T* __restrict__ dx, RowsPlan plan, float* __restrict__ partial)
+{
+    __shared__ float smem[kWARPS];
+    using P = Pack<T, kVEC>;
+    // 32-bit block decomposition (the launcher keeps blocks <= INT_MAX): a 64-bit division is a subroutine call
+    // ahead of every block's first load.
+    uint32_t const b = fromTheEnd();
+    auto const chunks32 = static_cast<uint32_t>(plan.chunks);
+    int64_t const row = b / chunks32;
+    int64_t const chunk = b - static_cast<uint32_t>(row) * chunks32;
+    int64_t const begin = row * plan.len + chunk * plan.chunkElems;
+    int64_t const count = min(plan.chunkElems, plan.len - chunk * plan.chunkElems);
+    int64_t const nPacks = count / kVEC; // begin is pack-aligned when kVEC > 1 (len % kVEC == 0)
+    P const* gp = reinterpret_cast<P const*>(g + begin);
+    P const* xp = reinterpret_cast<P const*>(x + begin);
+    P* dp = reinterpret_cast<P*>(dx + begin);
+    float acc = 0.0f;
+    for (int64_t base = threadIdx.x; base < nPacks; base += static_cast<int64_t>(kTHREADS) * kUNROLL)
+    {
+        acc += backwardStep<T, kVEC>(gp, xp, dp, base, nPacks);
+    }
+    // Tail of a chunk whose length is not a multiple of kVEC (only the last chunk of a scalar-bias tensor).
+    for (int64_t i = nPacks * kVEC + threadIdx.x; i < count; i += kTHREADS)
+    {
+        float gv[1] = {Cvt<T>::toF(g[begin + i])};
+        float v[1] = {Cvt<T>::toF(x[begin + i])};
+        swishGradAll<T>(gv, v);
+        acc += gv[0];
+        dx[begin + i] = Cvt<T>::fromF(v[0]);
+    }
+    float const total = blockSum(acc, smem);
+    if (threadIdx.x == 0)
+    {
+        int64_t const o = row / plan.channels;
+        int64_t const c = row - o * plan.channels;
+        partial[(o * plan.chunks + chunk) * plan.channels + c] = total;
+    }
+}
+
+
+// Block (rowChunk, tile): rows [rowChunk * rowsPerBlock, +rowsPerBlock) x the tile's column packs.
+// partial[rowChunk][column] = sum of g over those rows.
+template <typename T, int kVEC>
+__global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel(T const* __restrict__ g, T const* __restrict__ x,
+    T* __restrict__ dx, ColsPlan plan, float* __restrict__ partial)
+{
+    __shared__ float smem[kTHREADS * kVEC];
+    using P = Pack<T, kVEC>;
+    // 32-bit decomposition of block and thread indices (blocks <= INT_MAX, tilePacks <= kTHREADS): 64-bit
+    // divisions are subroutine calls ahead of every block's first load.
+    uint32_t const b = blockIdx.x;
+    auto const tiles32 = static_cast<uint32_t>(plan.tiles);
+    auto const tilePacks32 = static_cast<uint32_t>(plan.tilePacks);
+    uint32_t const rowChunk = b / tiles32;
+    uint32_t const tile = b - rowChunk * tiles32;
+    int const tr = static_cast<int>(threadIdx.x / tilePacks32);
+    int const tp = static_cast<int>(threadIdx.x - static_cast<uint32_t>(tr) * tilePacks32);
+    int64_t const col = tile * plan.tilePacks + tp; // column pack index
+    bool const active = tr < plan.rowsPerStep && col < plan.packsPerRow;
+    int64_t const r0 = rowChunk * plan.rowsPerBlock;
+    int64_t const r1 = min(plan.rows, r0 + plan.rowsPerBlock);
+    P const* gp = reinterpret_cast<P const*>(g);
+    P const* xp = reinterpret_cast<P const*>(x);
+    P* dp = reinterpret_cast<P*>(dx);
+    float acc[kVEC];
+#pragma unroll
+    for (int k = 0; k < kVEC; ++k)
+    {
+        acc[k] = 0.0f;
+    }
+    if (active)
+    {
+        int64_t const step = plan.rowsPerStep;
+        for (int64_t r = r0 + tr; r < r1; r += step * kUNROLL)
+        {
+            P gi[kUNROLL];
+            P xi[kUNROLL];
+#pragma unroll
+            for (int u = 0; u < kUNROLL; ++u)
+            {
+                int64_t const rr = r + u * step;
+                if (rr < r1)
+                {
+                    gi[u] = gp[rr * plan.packsPerRow + col];
+                    xi[u] = xp[rr * plan.packsPerRow + col];
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < kUNROLL; ++u)
+            {
+                int64_t const rr = r + u * step;
+                if (rr < r1)
+                {
+                    float gf[kVEC];
+                    dp[rr * plan.packsPerRow + col] = gradPack<T, kVEC>(gi[u], xi[u], gf);
+#pragma unroll
+                    for (int k = 0; k < kVEC; ++k)
+                    {
+                        acc[k] += gf[k];
+                    }
+                }
+            }
+        }
+    }
+    int const tilePacks = static_cast<int>(plan.tilePacks);
+    int64_t const C = plan.packsPerRow * kVEC;
+    if ((32 % tilePacks) == 0)
+    {
+        // A warp holds 32 / tilePacks whole rows of the tile: add them with shuffles (a fixed xor tree), then one
+        // barrier and the warps' sums in warp order, so the result stays deterministic. The shared-memory tree
+        // below needed a barrier per level (five for 32 rows), which cost the small per-channel backward
+        // microseconds against the rows kernel's one.
+#pragma unroll
+        for (int k = 0; k < kVEC; ++k)
+        {
+            for (int o = tilePacks; o < 32; o *= 2)
+            {
+                acc[k] += __shfl_xor_sync(0xffffffffU, acc[k], o);
+            }
+        }
+        int const lane = static_cast<int>(threadIdx.x & 31U);
+        int const warp = static_cast<int>(threadIdx.x >> 5);
+        int const width = tilePacks * kVEC; // one warp's sums: [tilePack][k], the order of the partial row
+        if (lane < tilePacks)
+        {
+#pragma unroll
+            for (int k = 0; k < kVEC; ++k)
+            {
+                smem[warp * width + lane * kVEC + k] = acc[k];
+            }
+        }
+        __syncthreads();
+        int const t = static_cast<int>(threadIdx.x);
+        int64_t const out = tile * plan.tilePacks * kVEC + t; // column of this thread's sum
+        float sum = 0.0f;
+        if (t < width && out < C)
+        {
+#pragma unroll
+            for (int w = 0; w < kWARPS; ++w)
+            {
+                sum += smem[w * width + t];
+            }
+            if (plan.group == 1)
+            {
+                partial[rowChunk * C + out] = sum;
+            }
+        }
+        if (plan.group > 1)
+        {
+            // Groups of columns share a bias element: tiles hold whole groups (planner), so each group's column
+            // sums are added here in column order and the partial row has one sum per bias element.
+            int const group = static_cast<int>(plan.group);
+            __syncthreads(); // every warp's sums read
+            if (t < width)
+            {
+                smem[t] = sum;
+            }
+            __syncthreads();
+            int const groups = width / group;
+            if (t < groups)
+            {
+                float s = 0.0f;
+                for (int j = 0; j < group; ++j)
+                {
+                    s += smem[t * group + j];
+                }
+                partial[rowChunk * (C / group) + tile * groups + t] = s;
+            }
+        }
+        return;
+    }
+    // Other tile widths (never grouped: planGroupedCols): combine the rowsPerStep threads that share a column element
+    // with a fixed tree over the rows, in smem laid out [k][row][tilePack]: a warp's threads touch consecutive words
+    // at every step (a [row][tilePack][k] layout had 4- to 8-way bank conflicts, which cost small tensors
+    // microseconds).
+    int const rps = static_cast<int>(plan.rowsPerStep);
+    auto at = [&](int k, int row) -> float& { return smem[(k * rps + row) * tilePacks + tp]; };
+    if (tr < rps)
+    {
+#pragma unroll
+        for (int k = 0; k < kVEC; ++k)
+        {
+            at(k, tr) = acc[k];
+        }
+    }
+    __syncthreads();
+    int top = 1;
+    while (top < rps)
+    {
+        top *= 2;
+    }
+    for (int h = top / 2; h > 0; h /= 2)
+    {
+        if (tr < h && tr + h < rps)
+        {
+#pragma unroll
+            for (int k = 0; k < kVEC; ++k)
+            {
+                at(k, tr) += at(k, tr + h);
+            }
+        }
+        __syncthreads();
+    }
+    if (tr == 0 && col < plan.packsPerRow)
+    {
+#pragma unroll
+        for (int k = 0; k < kVEC; ++k)
+        {
+            partial[rowChunk * C + col * kVEC + k] = at(k, 0);
+        }
+    }
+}
+
+} // namespace
+
+template <typename T>
+void launchRowsKernel(MainLaunch<T> const& l)
+{
+    constexpr int kV = 16 / sizeof(T);
+    if (l.plan.vec == kV)
+    {
+        swishBackwardRowsKernel<T, kV><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx, l.plan.rows, l.partial);
+    }
+    else
+    {
+        swishBackwardRowsKernel<T, 1><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx, l.plan.rows, l.partial);
+    }
+}
+
+template <typename T>
+void launchColsKernel(MainLaunch<T> const& l)
+{
+    constexpr int kV = 16 / sizeof(T);
+    if (l.plan.vec == kV)
+    {
+        swishBackwardColsKernel<T, kV><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx, l.plan.cols, l.partial);
+    }
+    else
+    {
+        swishBackwardColsKernel<T, 1><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx, l.plan.cols, l.partial);
+    }
+}
+
+template void launchRowsKernel(MainLaunch<float> const&);
+template void launchRowsKernel(MainLaunch<__half> const&);
+template void launchRowsKernel(MainLaunch<__nv_bfloat16> const&);
+template void launchColsKernel(MainLaunch<float> const&);
+template void launchColsKernel(MainLaunch<__half> const&);
+template void launchColsKernel(MainLaunch<__nv_bfloat16> const&);
+
+} // namespace detail
+} // namespace torchtrt_swish

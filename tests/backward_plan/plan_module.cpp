@@ -1,0 +1,150 @@
+// _backward_plan: the fused backward's host-side planner (csrc/kernels/swish_backward_plan.h) as Python functions,
+// so tests/test_backward_plan.py can check which plan a shape gets without a GPU. Built by setup.py into
+// build/native with a plain C++ compiler (no CUDA include path) and never installed.
+#include <pybind11/pybind11.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/swish_backward_plan.h"
+
+namespace py = pybind11;
+
+namespace torchtrt_swish {
+namespace detail {
+namespace {
+
+DType dtypeFromName(std::string const& name)
+{
+    if (name == "float32")
+    {
+        return DType::kFLOAT32;
+    }
+    if (name == "float16")
+    {
+        return DType::kFLOAT16;
+    }
+    if (name == "bfloat16")
+    {
+        return DType::kBFLOAT16;
+    }
+    throw py::value_error("dtype must be float32, float16 or bfloat16, got '" + name + "'");
+}
+
+char const* kindName(FusedKind k)
+{
+    switch (k)
+    {
+    case FusedKind::kNONE: return "none";
+    case FusedKind::kROWS: return "rows";
+    case FusedKind::kCOLS: return "cols";
+    case FusedKind::kPLANES: return "planes";
+    }
+    return "unknown";
+}
+
+char const* shapeName(PlanesShape s)
+{
+    switch (s)
+    {
+    case PlanesShape::kSAMPLES: return "samples";
+    case PlanesShape::kPLANES: return "planes";
+    case PlanesShape::kSPLIT: return "split";
+    }
+    return "unknown";
+}
+
+// The plan as a dict; only the part of the kind's strategy ("rows", "cols" or "planes") is filled in.
+py::dict planDict(FusedPlan const& p)
+{
+    py::dict d;
+    d["kind"] = kindName(p.kind);
+    d["vec"] = p.vec;
+    d["channels"] = p.channels;
+    d["partial_rows"] = p.partialRows;
+    d["sum_slices"] = p.sumSlices;
+    d["workspace"] = p.workspace;
+    d["workspace_bytes"] = fusedWorkspaceBytes(p);
+    if (p.kind == FusedKind::kNONE)
+    {
+        return d;
+    }
+    d["blocks"] = mainBlocks(p);
+    if (p.kind == FusedKind::kROWS)
+    {
+        py::dict r;
+        r["rows"] = p.rows.rows;
+        r["len"] = p.rows.len;
+        r["chunks"] = p.rows.chunks;
+        r["chunk_elems"] = p.rows.chunkElems;
+        r["channels"] = p.rows.channels;
+        d["rows"] = r;
+    }
+    else if (p.kind == FusedKind::kCOLS)
+    {
+        py::dict c;
+        c["rows"] = p.cols.rows;
+        c["packs_per_row"] = p.cols.packsPerRow;
+        c["tile_packs"] = p.cols.tilePacks;
+        c["tiles"] = p.cols.tiles;
+        c["rows_per_step"] = p.cols.rowsPerStep;
+        c["rows_per_block"] = p.cols.rowsPerBlock;
+        c["row_chunks"] = p.cols.rowChunks;
+        c["group"] = p.cols.group;
+        d["cols"] = c;
+    }
+    else
+    {
+        PlanesPlan const& q = p.planes;
+        py::dict s;
+        s["shape"] = shapeName(q.shape);
+        s["planes"] = q.planes;
+        s["block_elems"] = q.blockElems;
+        s["block_planes"] = q.blockPlanes;
+        s["splits"] = q.splits;
+        s["slots"] = q.slots;
+        s["lanes"] = q.lanes;
+        s["inner_divisor"] = q.byInner.d;
+        d["planes"] = s;
+    }
+    return d;
+}
+
+} // namespace
+} // namespace detail
+} // namespace torchtrt_swish
+
+PYBIND11_MODULE(_backward_plan, m)
+{
+    using namespace torchtrt_swish;
+    using namespace torchtrt_swish::detail;
+    m.doc() = "The fused backward's planner (csrc/kernels/swish_backward_plan.h), for tests.";
+    m.def(
+        "plan",
+        [](std::string const& dtype, int64_t n, int64_t channels, int64_t inner, bool aligned, int sms, bool legacy)
+        {
+            if (sms < 1)
+            {
+                throw py::value_error("sms must be >= 1, got " + std::to_string(sms));
+            }
+            return planDict(planFused(dtypeFromName(dtype), n, BiasSpec{channels, inner}, aligned, sms, legacy));
+        },
+        py::arg("dtype"), py::arg("n"), py::arg("channels"), py::arg("inner"), py::arg("aligned") = true,
+        py::arg("sms") = 132, py::arg("legacy") = false,
+        "planFused for n elements of dtype with bias[(i / inner) % channels], as a dict.");
+    m.def(
+        "sum_shape",
+        [](int64_t rows, int64_t channels)
+        {
+            SumShape const s = sumShape(rows, channels);
+            py::dict d;
+            d["cols_per"] = s.colsPer;
+            d["threads"] = s.threads;
+            d["blocks"] = s.blocks;
+            return d;
+        },
+        py::arg("rows"), py::arg("channels"), "sumShape: the column-sum launch for a [rows][channels] partial matrix.");
+    m.def(
+        "fast_div32", [](int64_t divisor, uint32_t n) { return FastDiv::make(divisor).div32(n); },
+        py::arg("divisor"), py::arg("n"), "FastDiv::make(divisor).div32(n), the planes kernel's plane index.");
+}

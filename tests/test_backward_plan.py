@@ -1,0 +1,520 @@
+"""The fused backward's host-side planner (csrc/kernels/swish_backward_plan.h), without a GPU.
+
+The planner is plain C++; setup.py builds it into the test module `_backward_plan` (tests/backward_plan). Each test
+states the planning rule itself, in Python and in the words of the planner's comments, and checks the planner
+against it, with shapes on both sides of every threshold where the plan switches: which kernel (rows, columns,
+grouped columns, planes, none), pack width, block shape, how many partial sums, one or two column-sum stages, and
+the workspace those take. The invariants at the end are what the kernels rely on (every element in exactly one
+block, blocks on pack boundaries, workspace large enough for the partial matrix), checked over a sweep of shapes.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+import sysconfig
+
+import pytest
+from tools_native import native_build
+
+MODULE_FILE = native_build.BUILD / f"_backward_plan{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
+
+# The launch constants the plans are made of (csrc/kernels/launch_common.h, swish_backward_plan.h), stated here
+# again on purpose: a changed constant must show up as a failing test, not be followed silently.
+THREADS = 256
+UNROLL = 4
+ROW_CHUNK_PACKS = THREADS * UNROLL * 2  # most packs one rows-kernel block reduces
+MIN_ROW_INNER = 512  # legacy layouts: shortest dim-1 run that takes the rows kernel
+COL_BLOCK_ELEMS = 65536  # most elements one columns-kernel block covers
+PLANE_PACKS = THREADS * 4  # most packs one planes-kernel block covers (four per thread)
+FINAL_THREADS = 1024  # most threads of a column-sum block
+SUM_MAX_LANE_ROWS = 8  # past this many rows per column-sum thread: two stages
+SUM_SLICE_LANE_ROWS = 4  # rows per thread in the first of two stages
+H200_SMS = 132
+
+PACK = {"float32": 4, "float16": 8, "bfloat16": 8}  # elements of one 16-byte pack
+DTYPES = tuple(PACK)
+
+
+@pytest.fixture(scope="module")
+def bp():
+    """The _backward_plan test module."""
+    if not MODULE_FILE.exists():
+        pytest.skip(f"planner test module {MODULE_FILE.name} not found in {native_build.BUILD}: build it with "
+                    "`python setup.py build_ext --inplace` (setup.py builds it with the kernels; it needs nvcc, a C++ "
+                    "compiler and pybind11)")
+    spec = importlib.util.spec_from_file_location("_backward_plan", MODULE_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def ceil_div(a: int, b: int) -> int:
+    """a / b rounded up."""
+    return -(-a // b)
+
+
+def pow2_at_least(v: int, cap: int) -> int:
+    """The smallest power of two >= v, at most cap."""
+    p = 1
+    while p < v and p < cap:
+        p *= 2
+    return p
+
+
+# ------------------------------------------------------------------------------------ the rules, stated again
+
+def expected_kind(dtype, n, channels, inner, aligned=True, legacy=False) -> str:
+    """Which kernel a layout takes: a scalar bias is one run (rows); a bias per element of the last dim is columns;
+    short fp16/bf16 planes whose packs and tiles line up are grouped columns; other planes the planes kernel. The
+    legacy paths: dim-1 runs of >= 512 took the rows kernel and shorter ones had no fused path."""
+    if n <= 0 or n % (channels * inner):
+        return "none"
+    if channels == 1 or (legacy and inner >= MIN_ROW_INNER):
+        return "rows"
+    if inner == 1:
+        return "cols"
+    if legacy:
+        return "none"
+    return "cols" if grouped_cols_apply(dtype, n, channels, inner, aligned) else "planes"
+
+
+def col_tile_packs(packs_per_row: int) -> int:
+    """Columns-kernel tiles: 8 packs when the row divides into them, else the whole row up to a block, else 32."""
+    if packs_per_row % 8 == 0:
+        return 8
+    return packs_per_row if packs_per_row <= THREADS else 32
+
+
+def grouped_cols_apply(dtype, n, channels, inner, aligned) -> bool:
+    """Half types only, aligned, whole packs per plane; a tile's warps hold whole rows, tiles hold whole planes, and
+    there are at least as many rows as a block steps over at once."""
+    vw = PACK[dtype]
+    if vw != 8 or not aligned or inner % vw:
+        return False
+    row = channels * inner
+    tile = col_tile_packs(row // vw)
+    return 32 % tile == 0 and (tile * vw) % inner == 0 and n // row >= THREADS // tile
+
+
+def expected_rows(dtype, n, channels, inner, aligned=True, sms=H200_SMS):
+    """Rows plan: whole packs when every run is, about two blocks per SM, 256 to ROW_CHUNK_PACKS packs per block."""
+    vw = PACK[dtype]
+    length = n if channels == 1 else inner
+    rows = n // length
+    vec = vw if aligned and (length % vw == 0 or rows == 1) else 1
+    want = ceil_div(n // vec, 2 * sms)
+    chunk_packs = min(max(ceil_div(want, THREADS) * THREADS, THREADS), ROW_CHUNK_PACKS)
+    chunk = chunk_packs * vec
+    chunks = ceil_div(length, chunk)
+    outer = n // (channels * inner)
+    return dict(vec=vec, rows=rows, len=length, chunk_elems=chunk, chunks=chunks,
+                partial_rows=(1 if channels == 1 else outer) * chunks)
+
+
+def expected_cols(dtype, n, row_len, group, aligned=True, sms=H200_SMS):
+    """Columns plan over rows of row_len elements: about two blocks per SM, 256 packs to 64K elements per block,
+    tiles of col_tile_packs, whole steps of rows; one partial row per block row."""
+    vw = PACK[dtype]
+    vec = vw if aligned and row_len % vw == 0 else 1
+    packs = row_len // vec
+    block_elems = min(max(n // (2 * sms), THREADS * vec), COL_BLOCK_ELEMS)
+    tile = col_tile_packs(packs)
+    per_step_rows = THREADS // tile
+    steps = max(1, ceil_div(block_elems, per_step_rows * tile * vec))
+    rows_per_block = per_step_rows * steps
+    rows = n // row_len
+    chunks = ceil_div(rows, rows_per_block)
+    return dict(vec=vec, packs_per_row=packs, tile_packs=tile, tiles=ceil_div(packs, tile),
+                rows_per_step=per_step_rows, rows_per_block=rows_per_block, row_chunks=chunks, group=group,
+                partial_rows=chunks)
+
+
+def expected_planes(dtype, n, channels, inner, aligned=True, sms=H200_SMS):
+    """Planes plan: the widest pack whose blocks start on plane boundaries; blocks of whole samples when a sample
+    (and enough of them for whole packs) fits the block size wanted, else whole planes when they fit a block, else
+    each plane split in even pieces of whole packs."""
+    vw = PACK[dtype]
+    sample = channels * inner
+    outer = n // sample
+    for vec in ([vw] if aligned and inner >= vw else []) + [1]:
+        most = PLANE_PACKS * vec
+        want = min(max(n // (2 * sms) // vec * vec, THREADS * vec), most)
+        plane_group = vec // math.gcd(inner, vec)
+        sample_group = vec // math.gcd(sample, vec)
+        if sample_group * sample <= want:
+            block_planes = want // sample // sample_group * sample_group * channels
+            shape, slots, splits, block = "samples", channels, 1, block_planes * inner
+            partial = ceil_div(n // inner, block_planes)
+        elif plane_group * inner <= most:
+            block_planes = max(plane_group, want // inner // plane_group * plane_group)
+            shape, slots, splits, block = "planes", block_planes, 1, block_planes * inner
+            partial = outer
+        elif inner % vec == 0:
+            pieces = ceil_div(inner, want)
+            block = ceil_div(ceil_div(inner, pieces), vec) * vec
+            splits = ceil_div(inner, block)
+            shape, slots, block_planes = "split", 1, 0
+            partial = outer * splits
+        else:
+            continue
+        lanes = 1
+        while lanes < 32 and lanes * 2 * slots <= THREADS and lanes < inner // vec + 1:
+            lanes *= 2
+        return dict(vec=vec, shape=shape, slots=slots, splits=splits, block_elems=block, block_planes=block_planes,
+                    lanes=lanes, partial_rows=partial)
+    raise AssertionError("single elements always divide")
+
+
+def expected_sums(partial_rows: int, channels: int):
+    """Column sums: up to 8 columns per block, enough row lanes for the rows (at most a 1024-thread block); two stages
+    when a thread would add more than SUM_MAX_LANE_ROWS rows. Workspace: the partial matrix, plus the first stage's
+    [slices][channels] result."""
+    cols_per = pow2_at_least(channels, 8)
+    lanes = 1
+    while lanes < partial_rows and lanes * cols_per < FINAL_THREADS:
+        lanes *= 2
+    threads = max(lanes * cols_per, 32)
+    slices = 1
+    lanes = threads // cols_per
+    if partial_rows > SUM_MAX_LANE_ROWS * lanes:
+        slice_rows = max(SUM_SLICE_LANE_ROWS * lanes, ceil_div(partial_rows, 65535))
+        slices = ceil_div(partial_rows, slice_rows)
+    return dict(cols_per=cols_per, threads=threads, blocks=ceil_div(channels, cols_per), sum_slices=slices,
+                workspace=(partial_rows + (slices if slices > 1 else 0)) * channels * 4)
+
+
+def spec_of(x_shape, layout):
+    """(channels, inner) of a named bias layout over x: bias[(i / inner) % channels] is flat element i's bias."""
+    numel = math.prod(x_shape)
+    if layout == "scalar":
+        return 1, 1
+    if layout == "last":
+        return x_shape[-1], 1
+    if layout == "full":
+        return numel, 1
+    if layout == "dim1":
+        return x_shape[1], math.prod(x_shape[2:])
+    raise ValueError(layout)
+
+
+def check_plan(bp, dtype, n, channels, inner, aligned=True, sms=H200_SMS, legacy=False):
+    """The planner's plan for one layout against the rules above; returns it."""
+    got = bp.plan(dtype, n, channels, inner, aligned=aligned, sms=sms, legacy=legacy)
+    kind = expected_kind(dtype, n, channels, inner, aligned, legacy)
+    assert got["kind"] == kind, (dtype, n, channels, inner, aligned, legacy, got)
+    if kind == "none":
+        assert got["workspace_bytes"] == 0
+        return got
+    if kind == "rows":
+        want = expected_rows(dtype, n, channels, inner, aligned, sms)
+        part = got["rows"]
+        assert got["blocks"] == part["rows"] * part["chunks"]
+    elif kind == "cols":
+        group = 1 if inner == 1 else inner
+        want = expected_cols(dtype, n, channels * inner, group, aligned, sms)
+        part = got["cols"]
+        assert got["blocks"] == part["row_chunks"] * part["tiles"]
+    else:
+        want = expected_planes(dtype, n, channels, inner, aligned, sms)
+        part = got["planes"]
+    merged = {**part, "vec": got["vec"], "partial_rows": got["partial_rows"]}
+    assert {k: merged[k] for k in want} == want, (dtype, n, channels, inner, got)
+    sums = expected_sums(got["partial_rows"], channels)
+    assert got["sum_slices"] == sums["sum_slices"], got
+    assert got["workspace"] == sums["workspace"], got
+    assert got["workspace_bytes"] == max(sums["workspace"], 4)
+    return got
+
+
+# ------------------------------------------------------------------------------------ which kernel for which layout
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("x_shape, layout, kind", [
+    ((64, 256, 14, 14), "scalar", "rows"),
+    ((8 * 1024, 2048), "last", "cols"),
+    ((64, 256, 14, 14), "full", "cols"),
+    ((64, 64, 64, 64), "dim1", "planes"),  # 4096-element planes: too long to group
+    ((64, 256, 7, 7), "dim1", "planes"),  # 49 elements: not whole packs in any dtype
+    ((64, 256, 14, 14), "dim1", "planes"),  # 196 = 24.5 fp16 packs
+    ((64, 32, 8, 8), "dim1", None),  # 64-element planes: grouped columns in half types, planes in fp32
+])
+def test_layouts_of_real_networks(bp, dtype, x_shape, layout, kind):
+    """The layouts the benchmarks run get the kernel the planner's comments promise them."""
+    channels, inner = spec_of(x_shape, layout)
+    got = check_plan(bp, dtype, math.prod(x_shape), channels, inner)
+    assert got["kind"] == (kind or ("planes" if dtype == "float32" else "cols"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_no_fused_plan_when_the_bias_does_not_tile_the_tensor(bp, dtype):
+    """n must be a whole number of bias periods (channels * inner), and positive."""
+    for n, c, inner in [(0, 1, 1), (-4, 1, 1), (30, 4, 1), (30, 2, 4), (32, 0, 1), (32, 1, 0)]:
+        got = bp.plan(dtype, n, c, inner)
+        assert (got["kind"], got["workspace_bytes"]) == ("none", 0), (n, c, inner)
+    assert bp.plan(dtype, 32, 2, 4)["kind"] != "none"
+
+
+def test_bad_arguments_are_refused_with_the_value_named(bp):
+    """The test module names an unknown dtype or a multiprocessor count below one."""
+    with pytest.raises(ValueError, match="'float64'"):
+        bp.plan("float64", 8, 1, 1)
+    with pytest.raises(ValueError, match="sms must be >= 1, got 0"):
+        bp.plan("float32", 8, 1, 1, sms=0)
+
+
+# ------------------------------------------------------------------------------------ thresholds
+
+@pytest.mark.parametrize("dtype", ("float16", "bfloat16"))
+def test_grouped_columns_need_as_many_rows_as_a_block_steps_over(bp, dtype):
+    """[outer, 4, 8] in half types: rows of 32 elements are four-pack tiles, so a block steps over 64 rows at once;
+    63 rows stay with the planes kernel, 64 take grouped columns."""
+    assert check_plan(bp, dtype, 63 * 32, 4, 8)["kind"] == "planes"
+    got = check_plan(bp, dtype, 64 * 32, 4, 8)
+    assert (got["kind"], got["cols"]["group"], got["cols"]["tile_packs"]) == ("cols", 8, 4)
+
+
+@pytest.mark.parametrize("dtype", ("float16", "bfloat16"))
+def test_grouped_columns_need_tiles_of_whole_planes(bp, dtype):
+    """An 8-pack tile holds 64 elements: planes of 64 group, planes of 128 (twice a tile) go to the planes kernel,
+    and so do planes that are not whole packs (60) or x that is not 16-byte aligned."""
+    n = 256 * 32 * 64 * 2
+    assert check_plan(bp, dtype, n, 32, 64)["kind"] == "cols"
+    assert check_plan(bp, dtype, n, 32, 128)["kind"] == "planes"
+    assert check_plan(bp, dtype, 256 * 32 * 60, 32, 60)["kind"] == "planes"
+    assert check_plan(bp, dtype, n, 32, 64, aligned=False)["kind"] == "planes"
+
+
+def test_fp32_planes_never_group(bp):
+    """fp32 streams at the floor through the planes kernel: the same shape that groups in fp16 does not."""
+    assert check_plan(bp, "float16", 64 * 32, 4, 8)["kind"] == "cols"
+    assert check_plan(bp, "float32", 64 * 32, 4, 8)["kind"] == "planes"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_legacy_layouts_take_rows_from_512_elements_per_run(bp, dtype):
+    """TORCHTRT_SWISH_LEGACY_LAYOUTS=1: dim-1 runs of 512 take the rows kernel, runs of 511 have no fused path (the
+    caller falls back to the unfused backward), last-dim biases keep the columns kernel."""
+    got = check_plan(bp, dtype, 8 * 16 * 512, 16, 512, legacy=True)
+    assert (got["kind"], got["rows"]["len"], got["partial_rows"]) == ("rows", 512, 8 * got["rows"]["chunks"])
+    assert check_plan(bp, dtype, 8 * 16 * 511, 16, 511, legacy=True)["kind"] == "none"
+    assert check_plan(bp, dtype, 8 * 16 * 511, 16, 511)["kind"] == "planes"
+    assert check_plan(bp, dtype, 8 * 16, 16, 1, legacy=True)["kind"] == "cols"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rows_chunks_grow_to_two_blocks_per_sm_then_stop(bp, dtype):
+    """A scalar bias: chunks of whole 256-pack steps sized for two blocks per SM, capped at ROW_CHUNK_PACKS packs."""
+    vw = PACK[dtype]
+    at_cap = ROW_CHUNK_PACKS * 2 * H200_SMS * vw  # exactly two blocks per SM at the cap
+    below = at_cap - THREADS * 2 * H200_SMS * vw
+    for n, packs in [(below, ROW_CHUNK_PACKS - THREADS), (at_cap, ROW_CHUNK_PACKS), (2 * at_cap, ROW_CHUNK_PACKS),
+                     (1000 * vw, THREADS)]:
+        got = check_plan(bp, dtype, n, 1, 1)
+        assert got["rows"]["chunk_elems"] == packs * vw, (n, got)
+    assert check_plan(bp, dtype, 2 * at_cap, 1, 1)["blocks"] == 4 * H200_SMS
+    # More multiprocessors, smaller chunks for the same tensor.
+    assert check_plan(bp, dtype, below, 1, 1, sms=2 * H200_SMS)["rows"]["chunk_elems"] < (ROW_CHUNK_PACKS - THREADS) * vw
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rows_pack_width_needs_alignment_and_whole_packs(bp, dtype):
+    """A scalar-bias tensor of any length is one run: packed when aligned (the last chunk has a tail); a dim-1
+    run (legacy) is packed only when it is whole packs."""
+    vw = PACK[dtype]
+    assert check_plan(bp, dtype, 1001, 1, 1)["vec"] == vw
+    assert check_plan(bp, dtype, 1001, 1, 1, aligned=False)["vec"] == 1
+    assert check_plan(bp, dtype, 4 * 600 * vw, 4, 600 * vw, legacy=True)["vec"] == vw
+    assert check_plan(bp, dtype, 4 * (600 * vw + 1), 4, 600 * vw + 1, legacy=True)["vec"] == 1
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_columns_blocks_cap_at_64k_elements(bp, dtype):
+    """Last-dim bias of 1024: blocks of 64K elements at the most (a 2^28-element tensor), fewer for two blocks per
+    SM below that, one step of rows at the least."""
+    vw = PACK[dtype]
+    rows_per_step = THREADS // 8  # 8-pack tiles: 1024 columns divide into them
+    for n in (1 << 28, 2 * H200_SMS * COL_BLOCK_ELEMS, 2 * H200_SMS * COL_BLOCK_ELEMS // 2, 1024 * 4):
+        got = check_plan(bp, dtype, n, 1024, 1)
+        block = got["cols"]["rows_per_block"] * got["cols"]["tile_packs"] * vw
+        assert block == max(min(n // (2 * H200_SMS), COL_BLOCK_ELEMS), rows_per_step * 8 * vw), (n, got)
+    assert check_plan(bp, dtype, 1 << 28, 1024, 1)["blocks"] == (1 << 28) // COL_BLOCK_ELEMS
+
+
+def test_column_tiles(bp):
+    """8-pack tiles when the row divides into them, else the whole row up to 256 packs, else 32-pack tiles."""
+    for columns, tile in [(1024, 8), (4 * 1000, 8), (12, 3), (4 * 257, 32), (4 * 255, 255), (4 * 9, 9)]:
+        got = check_plan(bp, "float32", 64 * columns, columns, 1)
+        assert got["cols"]["tile_packs"] == tile, (columns, got)
+    assert check_plan(bp, "float32", 64 * 30, 30, 1)["vec"] == 1  # 30 columns: not whole packs
+
+
+def test_planes_block_shapes_switch_where_a_block_stops_holding_them(bp):
+    """fp32 planes (4-element packs, a block holds 4096 elements at the most): whole samples while a sample fits the
+    block size wanted, whole planes while a plane fits a block, split planes beyond."""
+    # [outer, 4, 257]: the block size wanted is n / 264 (two blocks per SM): 1028 elements (one sample) from 264
+    # samples on, else the 1024-element minimum.
+    assert check_plan(bp, "float32", 263 * 4 * 257, 4, 257)["planes"]["shape"] == "planes"
+    assert check_plan(bp, "float32", 264 * 4 * 257, 4, 257)["planes"]["shape"] == "samples"
+    # With 132 samples of [2, 4096] a block of 4096 elements is wanted and holds one plane; planes of 4100 elements
+    # split into two pieces of whole packs.
+    big = 1 << 24
+    got = check_plan(bp, "float32", 132 * 2 * 4096, 2, 4096)
+    assert (got["planes"]["shape"], got["planes"]["block_planes"]) == ("planes", 1)
+    got = check_plan(bp, "float32", 132 * 2 * 4100, 2, 4100)
+    assert (got["planes"]["shape"], got["planes"]["splits"], got["planes"]["block_elems"]) == ("split", 2, 2052)
+    got = check_plan(bp, "float32", big, 2, big // 2)
+    assert (got["planes"]["shape"], got["planes"]["splits"], got["partial_rows"]) == ("split", 2048, 2048)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_planes_fall_back_to_single_elements_when_no_pack_fits(bp, dtype):
+    """Planes shorter than a pack, or long planes that are neither whole packs nor fit a block, run element-wise;
+    a misaligned tensor too."""
+    vw = PACK[dtype]
+    assert check_plan(bp, dtype, 64 * 3 * (vw - 1), 3, vw - 1)["vec"] == 1
+    odd = PLANE_PACKS * vw + 1
+    got = check_plan(bp, dtype, 2 * 3 * odd, 3, odd)
+    assert (got["vec"], got["planes"]["shape"]) == (1, "split")
+    assert check_plan(bp, dtype, 64 * 16 * 49, 16, 49, aligned=False)["vec"] == 1
+    assert check_plan(bp, dtype, 64 * 16 * 49, 16, 49)["vec"] == vw
+
+
+# ------------------------------------------------------------------------------------ column sums and workspace
+
+def test_column_sums_go_to_two_stages_past_eight_rows_per_thread(bp):
+    """A scalar bias on 2^26 fp32 elements: 8192 chunks of 8192 elements, 8 per thread of a 1024-thread column sum:
+    one stage; one more chunk: two stages over 4096-row slices, whose results the workspace holds as well."""
+    chunk = ROW_CHUNK_PACKS * 4
+    n = FINAL_THREADS * SUM_MAX_LANE_ROWS * chunk
+    one = check_plan(bp, "float32", n, 1, 1)
+    assert (one["partial_rows"], one["sum_slices"], one["workspace"]) == (8192, 1, 8192 * 4)
+    two = check_plan(bp, "float32", n + 4, 1, 1)
+    assert (two["partial_rows"], two["sum_slices"], two["workspace"]) == (8193, 3, (8193 + 3) * 4)
+
+
+def test_column_sum_launch_shape(bp):
+    """Up to 8 columns per block (a power of two), row lanes a power of two covering the rows, 32 threads at the
+    least, 1024 at the most."""
+    for rows, channels in [(1, 1), (1, 3), (5, 2), (33, 1), (1000, 1), (1025, 1), (100, 8), (100, 9), (5000, 3),
+                           (7, 1 << 20)]:
+        got = bp.sum_shape(rows, channels)
+        want = expected_sums(rows, channels)
+        assert got == {k: want[k] for k in ("cols_per", "threads", "blocks")}, (rows, channels)
+    assert bp.sum_shape(1025, 1)["threads"] == 1024
+    assert bp.sum_shape(100, 9) == {"cols_per": 8, "threads": 1024, "blocks": 2}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_workspace_is_the_partial_matrix(bp, dtype):
+    """Workspace = partial rows x bias elements x 4 bytes (fp32 sums) for every kind: [64, 256, 14, 14] with a
+    dim-1 bias writes one partial row per sample-sized block; with a last-dim bias one per block of rows."""
+    got = check_plan(bp, dtype, 64 * 256 * 196, 256, 196)
+    assert got["workspace_bytes"] == got["partial_rows"] * 256 * 4
+    got = check_plan(bp, dtype, 8192 * 5632, 5632, 1)
+    assert got["workspace_bytes"] == got["partial_rows"] * 5632 * 4
+
+
+# ------------------------------------------------------------------------------------ what the kernels rely on
+
+def sweep():
+    """Layouts around the thresholds: short to long planes, few to many channels and rows, odd sizes."""
+    for dtype in DTYPES:
+        for inner in (1, 2, 3, 7, 8, 9, 49, 60, 64, 65, 128, 196, 511, 512, 1024, 4095, 4096, 4100, 8192, 40000):
+            for channels in (1, 2, 3, 4, 16, 32, 255, 256, 1000):
+                for outer in (1, 2, 7, 63, 64, 65, 264, 1000):
+                    n = outer * channels * inner
+                    if n <= 1 << 27:
+                        yield dtype, n, channels, inner
+
+
+def test_plans_over_a_sweep_match_the_rules_and_cover_the_tensor(bp):
+    """Over the sweep, aligned and not, legacy and not: the plan is the rules' plan, and its blocks cover every
+    element once, start on pack boundaries, and write partial rows the workspace holds."""
+    seen = set()
+    for dtype, n, channels, inner in sweep():
+        for aligned in (True, False):
+            for legacy in (False, True):
+                got = check_plan(bp, dtype, n, channels, inner, aligned=aligned, legacy=legacy)
+                kind = got["kind"]
+                seen.add((kind, got.get("planes", {}).get("shape")))
+                if kind == "none":
+                    continue
+                vec = got["vec"]
+                assert got["workspace"] >= got["partial_rows"] * channels * 4
+                if kind == "rows":
+                    r = got["rows"]
+                    assert r["rows"] * r["len"] == n and r["chunk_elems"] % vec == 0
+                    assert (r["chunks"] - 1) * r["chunk_elems"] < r["len"] <= r["chunks"] * r["chunk_elems"]
+                elif kind == "cols":
+                    c = got["cols"]
+                    assert c["packs_per_row"] * vec * c["rows"] == n
+                    assert (c["row_chunks"] - 1) * c["rows_per_block"] < c["rows"] <= c["row_chunks"] * c["rows_per_block"]
+                    assert c["rows_per_block"] % c["rows_per_step"] == 0 and c["tile_packs"] <= THREADS
+                else:
+                    p = got["planes"]
+                    assert p["block_elems"] % vec == 0 and p["inner_divisor"] == inner
+                    assert p["lanes"] in (1, 2, 4, 8, 16, 32) and p["lanes"] * p["slots"] <= max(THREADS, p["slots"])
+                    assert p["block_elems"] <= PLANE_PACKS * vec
+                    if p["shape"] == "split":
+                        assert (p["splits"] - 1) * p["block_elems"] < inner <= p["splits"] * p["block_elems"]
+                        assert got["blocks"] == (n // inner) * p["splits"]
+                    else:
+                        assert p["block_elems"] == p["block_planes"] * inner
+                        assert (got["blocks"] - 1) * p["block_elems"] < n <= got["blocks"] * p["block_elems"]
+                        if p["shape"] == "samples":
+                            assert p["block_planes"] % channels == 0
+    assert seen >= {("rows", None), ("cols", None), ("none", None), ("planes", "samples"), ("planes", "planes"),
+                    ("planes", "split")}, seen
+
+
+def test_fast_div_gives_the_planes_kernel_exact_plane_indices(bp):
+    """FastDiv (multiply-high and shift) divides every block-local offset exactly, for plane sizes around powers of
+    two and the real networks' planes."""
+    for d in (1, 2, 3, 7, 49, 196, 255, 256, 257, 3136, 4095, 4096, 4100, 12544, 65537, (1 << 31) - 1, 1 << 31):
+        for n in (0, 1, d - 1, d, d + 1, 2 * d - 1, 4095, 4096 * 8 - 1, 12345678, (1 << 32) - 1):
+            if 0 <= n < 1 << 32:
+                assert bp.fast_div32(d, n) == n // d, (d, n)
+
+
+# ------------------------------------------------------------------------------------ both sides of each switch, run
+
+# (dtype, x shape, bias shape, what the H200's plan is): pairs on either side of a threshold tested above.
+BOUNDARY_RUNS = [
+    ("float16", (63, 4, 8), (4, 1), ("planes", "samples", 1)),  # grouped columns need 64 rows
+    ("float16", (64, 4, 8), (4, 1), ("cols", None, 1)),
+    ("bfloat16", (32, 32, 64), (32, 1), ("cols", None, 1)),  # a tile of 64 elements holds whole planes of 64 ...
+    ("bfloat16", (32, 32, 128), (32, 1), ("planes", "planes", 1)),  # ... not of 128
+    ("float32", (263, 4, 257), (4, 1), ("planes", "planes", 1)),  # a sample does not fit the block wanted
+    ("float32", (264, 4, 257), (4, 1), ("planes", "samples", 1)),
+    ("float32", (132, 2, 4096), (2, 1), ("planes", "planes", 1)),  # a plane fills a block
+    ("float32", (132, 2, 4100), (2, 1), ("planes", "split", 1)),
+    ("float32", (4096, 64, 16), (64, 1), ("planes", "samples", 1)),  # 1024 partial rows: one column-sum stage
+    ("float32", (4100, 64, 16), (64, 1), ("planes", "samples", 3)),  # 1025: two stages, three slices
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype, shape, bshape, plan", BOUNDARY_RUNS,
+                         ids=[f"{d}-{'x'.join(map(str, s))}" for d, s, _, _ in BOUNDARY_RUNS])
+def test_boundary_shapes_compute_the_same_on_both_sides_cuda(bp, dtype, shape, bshape, plan):
+    """Each side of a switch gets the plan named (on the H200's 132 SMs) and computes dx and dbias right: dx and
+    dbias against fp64 autograd, and dbias exactly the integer sum for small-integer gradients."""
+    import torch
+
+    from test_ops import _assert_backward_close
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if sms != H200_SMS:
+        pytest.skip(f"the boundary shapes are placed for the H200's {H200_SMS} SMs; this GPU has {sms}")
+    channels, inner = bshape[0], math.prod(shape[2:])
+    got = bp.plan(dtype, math.prod(shape), channels, inner)
+    assert (got["kind"], got.get("planes", {}).get("shape"), got["sum_slices"]) == plan, got
+    tdtype = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(7)
+    x = (torch.randn(shape, generator=gen, dtype=torch.float64) * 4).to("cuda", tdtype)
+    b = torch.randn(bshape, generator=gen, dtype=torch.float64).to("cuda", tdtype)
+    g = torch.randn(shape, generator=gen, dtype=torch.float64).to("cuda", tdtype)
+    _assert_backward_close(x, b, g, "x".join(map(str, shape)))
+    gi = torch.randint(-8, 9, shape, generator=gen).to("cuda", tdtype)
+    _, db = torch.ops.torchtrt_swish.swish_backward(gi, x, b)
+    assert torch.equal(db.cpu(), gi.to("cpu", torch.float64).sum_to_size(bshape).to(tdtype))

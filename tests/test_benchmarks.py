@@ -1,0 +1,166 @@
+"""benchmarks/bench_networks.py on the CPU: its smoke table, and that its opaque-op check finds the op when it stays.
+
+The H200 numbers come from the same code (tools/device_gpu_check.sh issue24); here the networks are tiny, so what is
+checked is the table and the checks, not the timings."""
+from __future__ import annotations
+
+import csv
+import math
+import types
+
+import pytest
+import torch
+
+import torchtrt_swish
+from benchmarks import bench_networks, networks
+
+
+class _Event:
+    """What summarize_events reads of a kineto event."""
+
+    def __init__(self, name, start=0, end=0, device="cpu", thread=1, end_thread=None):
+        self._v = dict(name=name, start_ns=start, end_ns=end, duration_ns=end - start, start_thread_id=thread,
+                       end_thread_id=thread if end_thread is None else end_thread, is_async=False,
+                       device_type=torch.autograd.DeviceType.CUDA if device == "cuda" else torch.autograd.DeviceType.CPU)
+
+    def __getattr__(self, k):
+        return lambda: self._v[k]
+
+
+def test_summarize_events_per_step():
+    """Device time sums GPU activities; host time is what a thread's CPU events cover (nested ones once), without
+    the final wait for the GPU and across threads; opaque calls go by exact name (not the autograd node)."""
+    events = [_Event("aten::mm", 0, 300_000), _Event("cudaLaunchKernel", 100_000, 200_000),  # nested: counted once
+              _Event("aten::add", 250_000, 400_000),  # overlaps the end of aten::mm
+              _Event("cudaDeviceSynchronize", 400_000, 5_400_000),
+              _Event("torchtrt_swish::swish", 500_000, 540_000), _Event("torchtrt_swish::SwishBackward"),
+              _Event("torchtrt_swish::swish_backward", 600_000, 660_000, thread=2),  # the backward thread
+              _Event("cross-thread", 0, 10_000_000, end_thread=3),  # async: no thread's time
+              _Event("gemm_kernel", 0, 700_000, "cuda"), _Event("Memcpy DtoD", 0, 100_000, "cuda")]
+    s = bench_networks.summarize_events(events, steps=2)
+    assert s == {"device_ms": 0.4, "kernels": 1.0, "host_ms": 0.25, "opaque_calls": 1.0}
+
+
+def test_host_time_is_the_profilers_self_cpu_total():
+    """On a real profile the union of intervals equals torch.profiler's own self-CPU total (FunctionEvent tree)."""
+    net = networks.NETWORKS["transformer"]
+    models, _ = networks.build_variants(net, "cpu", smoke=True)
+    x, target = networks.make_batch(net, 2, "cpu", True, False)
+    step = bench_networks.make_step(models["ours"], "train", x, target, networks.loss_fn(net),
+                                    bench_networks.contextlib.nullcontext, False)
+    step()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        step()
+    ours = bench_networks.summarize_events(bench_networks.raw_events(prof), 1)["host_ms"]
+    assert ours == pytest.approx(prof.key_averages().self_cpu_time_total / 1e3, rel=1e-6)
+
+
+def test_no_gpu_activity_is_nan_not_zero():
+    """A profile without GPU events (a CPU run, or kernels the profiler missed) has no device time."""
+    s = bench_networks.summarize_events([_Event("aten::mm", 0, 10_000)], steps=1)
+    assert math.isnan(s["device_ms"]) and s["kernels"] == 0
+
+
+def test_opaque_in_code_finds_python_and_cpp_wrapper_calls():
+    """Inductor's Python wrapper calls torch.ops.torchtrt_swish.<op>, its C++ wrapper the schema name."""
+    assert bench_networks.opaque_in_code(["buf1 = torch.ops.torchtrt_swish.swish.default(buf0, arg1_1)\n"
+                                          "buf2 = torch.ops.torchtrt_swish.swish.default(buf1, arg1_1)"]) == 2
+    assert bench_networks.opaque_in_code(['aoti_torch_call_dispatcher("torchtrt_swish::swish_backward", "")']) == 1
+    assert bench_networks.opaque_in_code(["triton_poi_fused_add_mul_sigmoid_0  # swish, silu", ""]) == 0
+    # Inductor names the op in comments and quoted metadata too: those are no calls.
+    assert bench_networks.opaque_in_code([
+        "    # Topologically Sorted Source Nodes: [mul, swish], Original ATen: [aten.mul, torchtrt_swish.swish]",
+        "    assert_tensor_metadata(buf1, (3, 4), (4, 1), torch.float32, 'torch.ops.torchtrt_swish.swish.default')",
+        "    # buffer buf1 (op: torch.ops.torchtrt_swish.swish.default) is assumed to be not aligned",
+        "    // C++: torchtrt_swish::swish"]) == 0
+
+
+def _row(mode, **kw):
+    row = {"network": "n", "dtype": "fp32", "mode": mode, "task": "train"}
+    row.update(kw)
+    return row
+
+
+def test_row_problems():
+    """A compiled row needs compiled code and no opaque call; an eager row of ours exactly one per swish use."""
+    clean = dict(plain_graphs=2, ours_graphs=2, plain_opaque_in_code=0, ours_opaque_in_code=0,
+                 plain_opaque_calls=0.0, ours_opaque_calls=0.0)
+    assert bench_networks.row_problems(_row("compile", **clean), swaps=3) == []
+    assert len(bench_networks.row_problems(_row("graphs", **{**clean, "ours_opaque_in_code": 1}), 3)) == 1
+    assert len(bench_networks.row_problems(_row("compile", **{**clean, "plain_opaque_calls": 1.0}), 3)) == 1
+    assert "proved nothing" in bench_networks.row_problems(_row("compile", **{**clean, "ours_graphs": 0}), 3)[0]
+    assert bench_networks.row_problems(_row("eager", ours_opaque_calls=6.0, plain_opaque_calls=0.0), 3) == []
+    assert len(bench_networks.row_problems(_row("eager", ours_opaque_calls=5.0, plain_opaque_calls=0.0), 3)) == 1
+    inference = {**_row("eager", ours_opaque_calls=3.0, plain_opaque_calls=0.0), "task": "inference"}
+    assert bench_networks.row_problems(inference, 3) == []
+
+
+def test_smoke_table_eager(tmp_path, capsys):
+    """The CPU smoke run: one row per dtype x task, the counter sees each swish use (2 blocks: 2 forward calls,
+    2 more in the backward), plain none; wall and host times are finite, device time n/a on the CPU."""
+    out = tmp_path / "nets.csv"
+    assert bench_networks.main(["--device", "cpu", "--smoke", "--networks", "transformer", "--modes", "eager",
+                                "--out", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert [(r["dtype"], r["task"]) for r in rows] == [(d, t) for d in ("bf16", "fp32", "amp")
+                                                       for t in ("train", "inference")]
+    for r in rows:
+        assert float(r["ours_opaque_calls"]) == (4 if r["task"] == "train" else 2), r
+        assert float(r["plain_opaque_calls"]) == 0, r
+        for k in ("plain_wall_ms", "ours_wall_ms", "plain_host_ms", "ours_host_ms", "wall_ratio", "host_ratio"):
+            assert math.isfinite(float(r[k])) and float(r[k]) > 0, (k, r)
+        assert math.isnan(float(r["ours_device_ms"]))
+    table = out.with_suffix(".md").read_text().splitlines()
+    assert table[2].startswith("| network | dtype | mode | task |")
+    assert len([line for line in table if line.startswith("| transformer |")]) == 6
+    assert "4/step (eager)" in table[4] and "2/step (eager)" in table[5]
+
+
+def test_a_backend_that_keeps_the_op_fails_the_check(tmp_path, capsys):
+    """aot_eager does not decompose: the profiler sees the op in every compiled step of ours (2 blocks: 4 calls),
+    and there is no inductor code to search, so the run fails with both findings."""
+    rc = bench_networks.main(["--device", "cpu", "--smoke", "--networks", "transformer", "--modes", "compile",
+                              "--backend", "aot_eager", "--dtypes", "fp32", "--tasks", "train", "--rounds", "1",
+                              "--out", str(tmp_path / "nets.csv")])
+    failed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("CHECK FAILED")]
+    assert rc == 1
+    assert any("4 torchtrt_swish call(s) per compiled step (ours)" in line for line in failed), failed
+    assert not any("per compiled step (plain)" in line for line in failed), failed
+    assert sum("proved nothing" in line for line in failed) == 2, failed
+
+
+@pytest.fixture
+def inductor_without_our_decompositions():
+    """Inductor with torchtrt_swish's entries taken out of its decomposition table, and its caches off (their keys
+    do not include the table, so a cached decomposed program would be served)."""
+    from torch._functorch import config as functorch_config
+    from torch._inductor import config as inductor_config
+    from torch._inductor import decomposition
+
+    torchtrt_swish.ops.register_inductor_decompositions()
+    ops = (torch.ops.torchtrt_swish.swish.default, torch.ops.torchtrt_swish.swish_backward.default)
+    saved = {op: decomposition.decompositions.pop(op) for op in ops}
+    caches = (inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache)
+    inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache = False, False
+    decomposition.fast_random_decomps.cache_clear()
+    try:
+        yield
+    finally:
+        decomposition.decompositions.update(saved)
+        inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache = caches
+        decomposition.fast_random_decomps.cache_clear()
+        torch._dynamo.reset()
+
+
+def test_op_left_in_inductor_code_is_found(inductor_without_our_decompositions):
+    """Without our decompositions inductor calls the op as an extern kernel: the row counts one call per use in the
+    generated code and reports it."""
+    net = networks.NETWORKS["transformer"]
+    models, swaps = networks.build_variants(net, "cpu", smoke=True)
+    x, target = networks.make_batch(net, 2, "cpu", True, False)
+    args = bench_networks.parse_args(["--device", "cpu", "--smoke", "--compile-only"])
+    row = bench_networks.measure_row({"ours": models["ours"]}, "compile", "inference", x, target,
+                                     networks.loss_fn(net), bench_networks.contextlib.nullcontext, args, "cpu")
+    row.update(network="transformer", dtype="fp32", mode="compile", task="inference")
+    assert row["ours_graphs"] == 1 and row["ours_opaque_in_code"] == swaps, row
+    assert any("left in ours's compiled code" in p for p in bench_networks.row_problems(row, swaps))

@@ -1,0 +1,562 @@
+"""torchtrt-swish doctor: checks this install end to end, one row per check, each PASS, FAIL or SKIPPED with its reason
+(in the manner of DeepSpeed's ``ds_report`` and ``python -m torch.utils.collect_env``).
+
+* environment: Python, torch, CUDA and the GPU; which TensorRT flavours import (full, lean, dispatch) and their
+  versions; Torch-TensorRT; the modules of the extras (onnx, onnxruntime, Polygraphy, onnx-graphsurgeon, ...).
+* op: the CPU and CUDA kernels on a tiny parity check against ``F.silu(x) + b`` computed in float64.
+* plugin: the library; loaded into each TensorRT that imports, through the registry's ``load_library`` and through
+  ``ctypes.CDLL`` after import (what Polygraphy ``--plugins`` does), with exactly one SwishBias creator found. Each
+  path runs in a fresh process, since a registration cannot be undone, holding only TensorRT and the plugin.
+* engine, where a full TensorRT and a GPU exist: a tiny model through the Torch-TensorRT converter (compiled,
+  saved, loaded, run) and through the ONNX parser with the plugin (``onnx_path.selfcheck``: built, serialized,
+  deserialized, run), each compared with the op, each in its own process so that a crash is a FAIL row.
+
+It runs with the base install (torch, numpy): a missing extra is a SKIPPED row naming it. Exit status 1 when any
+row FAILs, 0 otherwise. ``--json`` prints the rows as JSON (``--json PATH`` writes them there) for a bug report.
+usage: torchtrt-swish doctor [--json [PATH]]   or   python -m torchtrt_swish.doctor [--json [PATH]]
+"""
+from __future__ import annotations
+
+# Only the standard library at the top: this file is also run as a script, by path, as the plugin probe process.
+import argparse
+import dataclasses
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+PASS, FAIL, SKIPPED = "PASS", "FAIL", "SKIPPED"
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2  # the CLI's: 1 is "a check failed", 2 a usage error
+_HERE = Path(__file__).resolve().parent
+# csrc/trt_plugin/exports.cpp: set (non-empty, not "0"), the library does not register itself when dlopen'ed.
+NO_AUTO_REGISTER_ENV = "TORCHTRT_SWISH_NO_AUTO_REGISTER"
+CHILD_TIMEOUT_S = 900  # an engine build with a cold CUDA context and Torch-TensorRT's import takes minutes at worst
+FLAVOUR_NAMES = {"tensorrt": "full", "tensorrt_lean": "lean", "tensorrt_dispatch": "dispatch"}
+LOADING_PATHS = {"load_library": "registry load_library", "cdll": "ctypes.CDLL after import"}
+ROUTE_TORCH_TENSORRT, ROUTE_ONNX = "Torch-TensorRT converter", "ONNX parser with the plugin"
+
+
+@dataclasses.dataclass
+class Row:
+    """One check: its section and name, PASS / FAIL / SKIPPED, and the reason (versions, errors, what is missing)."""
+
+    section: str
+    check: str
+    status: str
+    detail: str
+
+
+class CheckFailed(Exception):
+    """A check ran and found something wrong (its message is the row's reason)."""
+
+
+def first_line(exc: BaseException) -> str:
+    """'Type: first line of the message': how a row names an exception."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _version(module: Any) -> str:
+    version = getattr(module, "__version__", None)
+    if version:
+        return str(version)
+    try:
+        return importlib.metadata.version(module.__name__)
+    except importlib.metadata.PackageNotFoundError:
+        return "(version unknown)"
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    out = []
+    for part in version.split(".")[:3]:
+        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
+        if not digits:
+            break
+        out.append(int(digits))
+    return tuple(out)
+
+
+# ------------------------------------------------------------------------------------------- TensorRT flavours
+
+
+def tensorrt_flavours() -> dict[str, tuple[str, ...]]:
+    """Flavour -> its Python modules in order of preference: the frontend ``X`` and the bindings ``X_bindings``.
+
+    Derived from torchtrt_swish.plugin.TENSORRT_MODULES (the modules the plugin loads into): NVIDIA's frontend
+    package ``X`` re-exports ``X_bindings`` (NVIDIA/TensorRT python/packaging/frontend_sdist), one library, one
+    plugin registry, so the two are one flavour.
+    """
+    from .plugin import TENSORRT_MODULES
+
+    out: dict[str, tuple[str, ...]] = {}
+    for module in TENSORRT_MODULES:
+        base = module.removesuffix("_bindings")
+        out.setdefault(FLAVOUR_NAMES.get(base, base), (base, f"{base}_bindings"))
+    return out
+
+
+def _run_child(argv: list[str], env: dict[str, str] | None = None) -> dict:
+    """The JSON object a child process prints on its last line; CheckFailed naming its exit and stderr otherwise."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, env=env)
+    except subprocess.TimeoutExpired:
+        raise CheckFailed(f"the check process did not finish within {CHILD_TIMEOUT_S} s") from None
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode == 0 and lines:
+        try:
+            return json.loads(lines[-1])
+        except json.JSONDecodeError:
+            pass
+    how = f"was killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited {proc.returncode}"
+    tail = " | ".join(line.strip() for line in proc.stderr.strip().splitlines()[-3:])
+    raise CheckFailed(f"the check process {how}" + (f": {tail}" if tail else " without output" if proc.returncode == 0
+                                                   else ""))
+
+
+def probe_plugin(module_names: tuple[str, ...], path: str) -> dict:
+    """In this process (a fresh one): import a TensorRT flavour and, unless `path` is "import", load the plugin by
+    `path` (load_library or cdll); report the module, its version and what registered, or why it did not import.
+
+    Only TensorRT and torchtrt_swish/plugin.py (by file, without torch) are loaded, as in a user's TensorRT process.
+    """
+    spec = importlib.util.spec_from_file_location("_torchtrt_swish_plugin", _HERE / "plugin.py")
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    out: dict[str, Any] = {"import_errors": []}
+    trt = None
+    for name in module_names:
+        try:
+            trt = importlib.import_module(name)
+            break
+        except Exception as exc:  # noqa: BLE001 - stub or broken wheels raise all sorts of errors at import
+            if _installed(name):
+                out["import_errors"].append(f"{name}: {first_line(exc)}")
+    if trt is None:
+        return out
+    out = {"module": trt.__name__, "version": _version(trt)}
+    if path == "import":
+        return out
+    try:
+        if path == "load_library":
+            plugin.load_plugin(trt)
+        else:
+            import ctypes
+
+            ctypes.CDLL(str(plugin.plugin_library_path()))
+        identity = (plugin.PLUGIN_NAME, plugin.PLUGIN_VERSION, plugin.PLUGIN_NAMESPACE)
+        registry = trt.get_plugin_registry()
+        mine = [c for c in registry.all_creators if (c.name, c.plugin_version, c.plugin_namespace) == identity]
+        out["count"] = len(mine)
+        if len(mine) == 1:
+            fields = trt.PluginFieldCollection([])
+            out["created"] = [phase for phase in ("BUILD", "RUNTIME")
+                              if mine[0].create_plugin("doctor", fields, getattr(trt.TensorRTPhase, phase))]
+    except Exception as exc:  # noqa: BLE001 - reported as the row's reason
+        out["error"] = first_line(exc)
+    return out
+
+
+def _plugin_row(flavour: str, path: str, result: dict) -> Row:
+    check = f"{flavour}: {LOADING_PATHS[path]}"
+    where = f"TensorRT {result['version']} ({result['module']})"
+    if "error" in result:
+        return Row("plugin", check, FAIL, f"{where}: {result['error']}")
+    count = result.get("count", 0)
+    if count != 1:
+        if path == "cdll" and count == 0 and os.environ.get(NO_AUTO_REGISTER_ENV, "") not in ("", "0"):
+            return Row("plugin", check, SKIPPED, f"{NO_AUTO_REGISTER_ENV} is set: the library does not register "
+                                                 "itself when dlopen'ed")
+        return Row("plugin", check, FAIL, f"{where}: {count} SwishBias creators registered, expected exactly 1")
+    created = result.get("created", [])
+    if created != ["BUILD", "RUNTIME"]:
+        return Row("plugin", check, FAIL, f"{where}: 1 creator, but create_plugin returned None in the "
+                                          f"{' and '.join(p for p in ('BUILD', 'RUNTIME') if p not in created)} phase")
+    return Row("plugin", check, PASS, f"{where}: 1 SwishBias creator; create_plugin works in the BUILD and RUNTIME "
+                                      "phases")
+
+
+def _probe(path: str, modules: tuple[str, ...]) -> dict:
+    # This file, run by path: a process with TensorRT and the plugin but no torch, as a user's TensorRT process.
+    try:
+        return _run_child([sys.executable, str(_HERE / "doctor.py"), "--probe-plugin", path, *modules])
+    except CheckFailed as exc:
+        return {"crash": str(exc)}
+
+
+def tensorrt_rows(library: Path | None) -> tuple[list[Row], list[Row], dict[str, str]]:
+    """(environment rows, plugin rows, {flavour: module} of the flavours that import) for every TensorRT flavour."""
+    env_rows, plugin_rows, importable = [], [], {}
+    for flavour, modules in tensorrt_flavours().items():
+        check = f"TensorRT {flavour}"
+        if not any(_installed(m) for m in modules):
+            env_rows.append(Row("environment", check, SKIPPED, f"not installed (no module {' or '.join(modules)})"))
+            plugin_rows.extend(Row("plugin", f"{flavour}: {how}", SKIPPED, f"TensorRT {flavour} is not installed")
+                               for how in LOADING_PATHS.values())
+            continue
+        imported = _probe("import", modules)
+        if "module" in imported:
+            importable[flavour] = imported["module"]
+            env_rows.append(Row("environment", check, PASS, f"{imported['module']} {imported['version']}"))
+        else:
+            why = imported.get("crash") or "; ".join(imported["import_errors"])
+            env_rows.append(Row("environment", check, FAIL, f"installed, but does not import: {why}"))
+        for path, how in LOADING_PATHS.items():
+            name = f"{flavour}: {how}"
+            if flavour not in importable:
+                plugin_rows.append(Row("plugin", name, SKIPPED, f"TensorRT {flavour} does not import"))
+            elif library is None:
+                plugin_rows.append(Row("plugin", name, FAIL, "the plugin library is not built"))
+            elif "crash" in (result := _probe(path, modules)):
+                plugin_rows.append(Row("plugin", name, FAIL, result["crash"]))
+            else:
+                plugin_rows.append(_plugin_row(flavour, path, result))
+    return env_rows, plugin_rows, importable
+
+
+# ------------------------------------------------------------------------------------------------ environment
+
+
+def module_row(name: str, extra: str | None = None, *, minimum: str | None = None) -> tuple[Row, Any]:
+    """(row, module or None) for an optional module: its version, not installed (naming the extra), or its error."""
+    from .extras import install_hint
+
+    if not _installed(name):
+        hint = f": {install_hint(extra)}" if extra else ""
+        return Row("environment", name, SKIPPED, f"not installed{hint}"), None
+    try:
+        module = importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - reported as the row's reason
+        return Row("environment", name, FAIL, f"installed, but does not import: {first_line(exc)}"), None
+    version = _version(module)
+    if minimum is not None and _numbers(version) < _numbers(minimum):
+        return Row("environment", name, FAIL, f"{version} is older than the {minimum} this package needs: "
+                                              f"pip install '{name}>={minimum}'"), module
+    return Row("environment", name, PASS, version), module
+
+
+def environment_rows() -> tuple[list[Row], dict[str, Any]]:
+    """Python, torch, this package, the GPU, Torch-TensorRT and the extras' modules; and what later checks need."""
+    import torch
+
+    import torchtrt_swish
+
+    from .extras import EXTRAS, POLYGRAPHY_MIN
+
+    try:
+        own = importlib.metadata.version("torchtrt_swish")
+    except importlib.metadata.PackageNotFoundError:
+        own = "not installed (a source tree)"
+    rows = [
+        Row("environment", "python", PASS, f"{platform.python_version()} ({sys.executable})"),
+        Row("environment", "torch", PASS, f"{torch.__version__} (CUDA {torch.version.cuda or 'none: a CPU build'})"),
+        Row("environment", "torchtrt_swish", PASS, f"{own}; extension {Path(torchtrt_swish._C.__file__).name} "
+                                                   f"loaded from {Path(torchtrt_swish.__file__).parent}"),
+    ]
+    gpu = torch.cuda.is_available()
+    if gpu:
+        index = torch.cuda.current_device()
+        major, minor = torch.cuda.get_device_capability(index)
+        rows.append(Row("environment", "CUDA GPU", PASS, f"{torch.cuda.device_count()} visible; cuda:{index} is "
+                                                         f"{torch.cuda.get_device_name(index)} (sm_{major}{minor})"))
+    else:
+        why = "torch is a CPU build" if torch.version.cuda is None else "torch.cuda.is_available() is False"
+        rows.append(Row("environment", "CUDA GPU", SKIPPED, f"no CUDA GPU visible ({why})"))
+    found: dict[str, Any] = {"gpu": gpu}
+    row, found["torch_tensorrt"] = module_row("torch_tensorrt")
+    if row.status == FAIL and not gpu:
+        row = Row("environment", "torch_tensorrt", SKIPPED, f"installed; needs a GPU to import ({row.detail})")
+    rows.append(row)
+    for extra, modules in EXTRAS.items():
+        for name in modules:
+            row, found[name] = module_row(name, extra, minimum=POLYGRAPHY_MIN if name == "polygraphy" else None)
+            rows.append(row)
+    return rows, found
+
+
+# --------------------------------------------------------------------------------------------------------- op
+
+
+def compare(got: Any, expected: Any, dtype_name: str) -> float:
+    """Max abs error of `got` against `expected` (NaN where NaN, inf where inf); CheckFailed past the dtype's
+    tolerance (torchtrt_swish.dtypes.TOLERANCES), naming the worst element."""
+    import torch
+
+    from .dtypes import tolerance
+
+    atol, rtol = tolerance(dtype_name)
+    got, expected = got.detach().double().cpu(), expected.detach().double().cpu()
+    if got.shape != expected.shape:
+        raise CheckFailed(f"shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
+    try:
+        torch.testing.assert_close(got, expected, atol=atol, rtol=rtol, equal_nan=True)
+    except AssertionError as exc:
+        raise CheckFailed(" ".join(str(exc).split())) from None
+    finite = torch.isfinite(expected)
+    return float((got[finite] - expected[finite]).abs().max()) if finite.any() else 0.0
+
+
+def op_parity(device: str, swish: Any = None) -> str:
+    """The op against F.silu(x) + b in float64 for every dtype and bias layout on `device`; CheckFailed naming the
+    first case that fails, else a summary with the largest error."""
+    import torch
+    import torch.nn.functional as F
+
+    from .dtypes import DTYPES
+
+    if swish is None:
+        from .ops import swish
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 4, 5, generator=gen, dtype=torch.float64) * 4
+    x.view(-1)[:6] = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), -30.0])
+    biases = {"scalar": (1,), "per-channel [C,1,1]": (3, 1, 1), "per-channel last dim": (5,), "full": (2, 3, 4, 5)}
+    worst = 0.0
+    for name, dtype in DTYPES.items():
+        for layout, shape in biases.items():
+            xd = x.to(dtype).to(device)
+            bd = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype).to(device)
+            expected = F.silu(xd.double().cpu()) + bd.double().cpu()
+            try:
+                got = swish(xd, bd)
+                if got.dtype != dtype or got.device != xd.device:
+                    raise CheckFailed(f"returned {got.dtype} on {got.device}")
+                worst = max(worst, compare(got, expected, name))
+            except (CheckFailed, RuntimeError) as exc:
+                raise CheckFailed(f"{name}, {layout} bias: {exc}") from None
+    return (f"{len(DTYPES)} dtypes x {len(biases)} bias layouts, with 0, inf, -inf, NaN: "
+            f"max abs error {worst:.1e} (within torchtrt_swish.dtypes.TOLERANCES)")
+
+
+def op_rows(gpu: bool) -> list[Row]:
+    """The CPU and the CUDA kernel (SKIPPED without a GPU) on the parity check."""
+    rows = []
+    for device, name in (("cpu", "CPU kernel"), ("cuda", "CUDA kernel")):
+        if device == "cuda" and not gpu:
+            rows.append(Row("op", name, SKIPPED, "no CUDA GPU visible"))
+            continue
+        try:
+            rows.append(Row("op", name, PASS, op_parity(device)))
+        except CheckFailed as exc:
+            rows.append(Row("op", name, FAIL, str(exc)))
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------- engines
+
+
+def tiny_case() -> tuple[Any, Any, Any]:
+    """(model, x, bias): an EfficientSwish with a distinct bias per channel and a small random input, on the CPU."""
+    import torch
+
+    from .modules import EfficientSwish
+
+    model = EfficientSwish(bias_shape=(4, 1, 1)).eval()
+    with torch.no_grad():
+        model.bias.copy_(torch.linspace(-1.0, 1.0, 4).view(4, 1, 1))
+    x = torch.randn(2, 4, 3, 5, generator=torch.Generator().manual_seed(0)) * 3
+    return model, x, model.bias.detach().clone()
+
+
+def swish_nodes_left(module: Any) -> int:
+    """How many torchtrt_swish.swish calls a (compiled) module's FX graphs still run in PyTorch."""
+    import torch
+
+    target = torch.ops.torchtrt_swish.swish.default
+    return sum(1 for sub in module.modules() if isinstance(sub, torch.fx.GraphModule)
+               for node in sub.graph.nodes if node.op == "call_function" and node.target is target)
+
+
+def _output(result: Any) -> Any:
+    return result[0] if isinstance(result, (tuple, list)) else result
+
+
+def torch_tensorrt_route(device: str = "cuda") -> str:
+    """Torch-TensorRT: compile (the converter must take the op), save, load, run; each output against the op."""
+    import tempfile
+
+    from . import compile as trt_compile
+    from .ops import swish
+
+    model, x, bias = tiny_case()
+    x = x.to(device)
+    expected = swish(x, bias.to(device))
+    # require_full_compilation: Torch-TensorRT raises instead of leaving the op to PyTorch (AOT only; the torch.compile
+    # backend ignores it), and the graph is still searched for swish calls left behind.
+    compiled = trt_compile.compile(model, [x], device=device, require_full_compilation=True)
+    if (left := swish_nodes_left(compiled)):
+        raise CheckFailed(f"{left} swish node(s) stayed in PyTorch: the converter did not take them")
+    compiled_error = compare(_output(compiled(x)), expected, "float32")
+    with tempfile.TemporaryDirectory(prefix="torchtrt_swish_doctor_") as tmp:
+        path = Path(tmp) / "tiny.ep"
+        trt_compile.save(compiled, path)
+        loaded = trt_compile.load(path)
+        if (left := swish_nodes_left(loaded)):
+            raise CheckFailed(f"the loaded module runs {left} swish node(s) in PyTorch")
+        loaded_error = compare(_output(loaded(x)), expected, "float32")
+    return (f"compiled (no swish left in PyTorch), saved, loaded and run; max abs error vs the op "
+            f"{compiled_error:.1e} compiled, {loaded_error:.1e} loaded")
+
+
+def engine_rows(found: dict[str, Any], importable: dict[str, str], library: Path | None) -> list[Row]:
+    """The two engine routes, each in its own process, where a full TensorRT, a GPU and the plugin library exist."""
+    from .extras import install_hint
+
+    needs = []
+    if "full" not in importable:
+        needs.append("a full TensorRT (the tensorrt package, with its builder and ONNX parser)")
+    if not found["gpu"]:
+        needs.append("a CUDA GPU")
+    if library is None:
+        needs.append("the plugin library")
+    routes = {
+        ROUTE_TORCH_TENSORRT: ([] if found.get("torch_tensorrt") is not None else ["torch_tensorrt"],
+                                     [sys.executable, "-m", "torchtrt_swish.doctor", "--route", "torch_tensorrt"]),
+        ROUTE_ONNX: ([m for m in ("onnx", "polygraphy") if found.get(m) is None],
+                                        [sys.executable, "-m", "onnx_path.selfcheck"]),
+    }
+    rows = []
+    for check, (missing, argv) in routes.items():
+        hint = "pip install torch-tensorrt" if missing == ["torch_tensorrt"] else install_hint("onnx")
+        reasons = needs + ([f"{' and '.join(missing)} ({hint})"] if missing else [])
+        if reasons:
+            rows.append(Row("engine", check, SKIPPED, "needs " + ", ".join(reasons)))
+            continue
+        try:
+            rows.append(Row(**_run_child(argv, _child_env())))
+        except CheckFailed as exc:
+            rows.append(Row("engine", check, FAIL, str(exc)))
+    return rows
+
+
+def _child_env() -> dict[str, str]:
+    # The route processes import this package by name: where it was found here (a source tree that was not
+    # installed, say), they must find it too; appended, so that anything the user put first stays first.
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(_HERE.parent)) if p)
+    return env
+
+
+def route_main(check: str, route: Any) -> int:
+    """Child-process entry of an engine route: run it and print its row as JSON on the last line of stdout."""
+    try:
+        row = Row("engine", check, PASS, route())
+    except Exception as exc:  # noqa: BLE001 - every failure is the row's reason
+        row = Row("engine", check, FAIL, " ".join(str(exc).split()) if isinstance(exc, CheckFailed)
+                  else first_line(exc))
+    sys.stdout.flush()
+    print(json.dumps(dataclasses.asdict(row)))
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------------------------------- report
+
+
+def collect() -> list[Row]:
+    """Every row, in the order of the table."""
+    from .plugin import plugin_library_path
+
+    env, found = environment_rows()
+    try:
+        library = plugin_library_path()
+    except FileNotFoundError as exc:
+        library, missing = None, " ".join(str(exc).split())
+    trt_env, plugin, importable = tensorrt_rows(library)
+    if library is not None:
+        library_row = Row("plugin", "library", PASS, str(library))
+    else:
+        library_row = Row("plugin", "library", FAIL if importable else SKIPPED,
+                          missing if importable else f"no TensorRT imports, so it is not needed here ({missing})")
+    return env[:4] + trt_env + env[4:] + op_rows(found["gpu"]) + [library_row, *plugin] + engine_rows(
+        found, importable, library)
+
+
+def table(rows: list[Row]) -> str:
+    """The rows as an aligned text table with a one-line verdict."""
+    widths = [max(len(getattr(r, f)) for r in rows) for f in ("section", "check", "status")]
+    lines = [f"{r.section:<{widths[0]}}  {r.check:<{widths[1]}}  {r.status:<{widths[2]}}  {r.detail}" for r in rows]
+    counts = {s: sum(r.status == s for r in rows) for s in (PASS, FAIL, SKIPPED)}
+    verdict = ", ".join(f"{n} {s}" for s, n in counts.items())
+    return "\n".join(lines + [f"torchtrt-swish doctor: {verdict}"])
+
+
+def report(rows: list[Row]) -> dict:
+    """The rows as the JSON object of --json."""
+    return {"rows": [dataclasses.asdict(r) for r in rows],
+            "counts": {s: sum(r.status == s for r in rows) for s in (PASS, FAIL, SKIPPED)}}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The doctor's command-line options, on `parser`."""
+    parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
+                        help="print the rows as JSON instead of the table, or with PATH write them there "
+                             "(default: the table only)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run every check, print the table (or JSON); 1 when any row failed, else 0."""
+    target = None if args.json in (None, "-") else Path(args.json)
+    if target is not None and (target.is_dir() or not target.parent.is_dir()):
+        print(f"torchtrt-swish doctor: error: --json {target}: "
+              f"{'is a directory' if target.is_dir() else 'its folder does not exist'}", file=sys.stderr)
+        return EXIT_USAGE
+    rows = collect()
+    text = json.dumps(report(rows), indent=2) + "\n"
+    if target is None and args.json == "-":
+        sys.stdout.write(text)
+    else:
+        print(table(rows))
+        if target is not None:
+            try:
+                _write_atomic(target, text)
+            except OSError as exc:
+                print(f"torchtrt-swish doctor: error: --json {target} could not be written: {exc.strerror or exc}",
+                      file=sys.stderr)
+                return EXIT_USAGE
+            print(f"wrote {target}")
+    return EXIT_FAILED if any(r.status == FAIL for r in rows) else EXIT_OK
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    # A temporary file in the same folder, then renamed: a reader never sees half a report.
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
+        tmp.write(text)
+    try:
+        os.replace(tmp.name, path)
+    except OSError:
+        os.unlink(tmp.name)
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m torchtrt_swish.doctor``: the same as ``torchtrt-swish doctor``."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--route"]:
+        return route_main(ROUTE_TORCH_TENSORRT, torch_tensorrt_route)
+    parser = argparse.ArgumentParser(prog="python -m torchtrt_swish.doctor", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--probe-plugin"]:  # run by path (no package, no torch): one loading path, fresh process
+        if sys.path and Path(sys.path[0]).resolve() == _HERE:
+            del sys.path[0]  # the script's folder is the package: its modules must not shadow top-level names
+        result = probe_plugin(tuple(sys.argv[3:]), sys.argv[2])
+        sys.stdout.flush()
+        print(json.dumps(result))
+        sys.exit(0)
+    sys.exit(main())
