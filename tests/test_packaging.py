@@ -109,10 +109,11 @@ _SETUP_PROBE = textwrap.dedent("""
 
 @pytest.mark.parametrize("order", ["fresh", "preimported"])
 def test_setup_settles_torchs_cuda_home(order):
-    root = native_build.CUDA_ROOT
-    if root is None:
-        pytest.skip("needs a CUDA toolkit (none found: CUDA_HOME, CUDA_PATH, nvcc on PATH, /usr/local/cuda)")
+    # Without CUDA_HOME / CUDA_PATH: the case where torch's own guess goes wrong (a wrapper nvcc on PATH).
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    root = native_build.find_cuda_home(env)[0]
+    if root is None:
+        pytest.skip("needs a CUDA toolkit (none found: nvcc on PATH, /usr/local/cuda)")
     proc = subprocess.run([sys.executable, "-c", _SETUP_PROBE, order], capture_output=True, text=True, cwd=ROOT,
                           env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -1,8 +1,8 @@
 """Smoke test of an installed torchtrt_swish wheel, run by `./dev wheel` from outside the source tree.
 
-Checks what a user of the wheel meets first: the package comes from the venv (not a source checkout), the op on
-the CPU against a float64 PyTorch reference, the plugin library inside the package, the console script, and the
-torch pin in the wheel's metadata. Exits 1 with the failed check's line; prints one line per passed check.
+Checks what a user of the wheel without extras meets first: the package comes from the venv (not a source checkout),
+the op on the CPU against a float64 PyTorch reference, the plugin library inside the package, the console script's
+--help and --version, and the torch pin in the wheel's metadata. Exits 1 with the failed check's line; prints one line per passed check.
 """
 from __future__ import annotations
 
@@ -44,10 +44,12 @@ def main() -> None:
     check(lib.is_file() and lib.resolve().parent == package, f"plugin_library_path() exists in the package ({lib})")
 
     script = prefix / "bin" / "torchtrt-swish"
-    proc = subprocess.run([str(script), "--help"], capture_output=True, text=True)
-    last_err = (proc.stderr.strip().splitlines() or [""])[-1]
-    check(proc.returncode == 0 and proc.stdout.startswith("usage: torchtrt-swish"),
-          f"{script.name} --help exits 0 with its usage (rc {proc.returncode}{'; ' + last_err if last_err else ''})")
+    for arg, want in (("--help", "usage: torchtrt-swish"), ("--version", "torchtrt-swish ")):
+        proc = subprocess.run([str(script), arg], capture_output=True, text=True)
+        last_err = (proc.stderr.strip().splitlines() or [""])[-1]
+        check(proc.returncode == 0 and proc.stdout.startswith(want),
+              f"{script.name} {arg} exits 0 and prints {want.strip()!r}... (rc {proc.returncode}"
+              f"{'; ' + last_err if last_err else ''})")
 
     requires = importlib.metadata.requires("torchtrt_swish") or []
     base = [r for r in requires if "extra ==" not in r]
