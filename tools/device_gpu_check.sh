@@ -2,7 +2,8 @@
 # Everything one H200 call does, in one script (device time is scarce): build from source with the machine's
 # torch, GPU tests, compute-sanitizer, benchmark. Logs land in $OUT. Carry: third_party (TensorRT headers),
 # .whl (onnx-graphsurgeon, polygraphy).
-# Usage: bash tools/device_gpu_check.sh [tests|sanitize|bench|plugin|ncu|cpu|debug|layouts|effnet|issue15|issue24|all]...
+# Usage: bash tools/device_gpu_check.sh [tests|sanitize|bench|plugin|ncu|cpu|debug|layouts|effnet|issue15|issue24|
+#                                        all]...
 #   layouts: benchmarks/bench_layouts.py (LAYOUT_ARGS, default --quick) plus an A/B of the kernels' previous layout
 #            paths on the dim-1 cases; effnet: benchmarks/bench_efficientnet.py (EFFNET_ARGS).
 #   issue15: the checks and the layout table of issue 15 in one call of about 8 minutes with the build: `cuda` tests
