@@ -95,6 +95,12 @@ def _covered_ns(intervals: list[tuple[int, int]]) -> int:
     return total
 
 
+def _attr(event, name: str, default):
+    """event.name() where this torch's kineto events have that method, else default (older releases lack some)."""
+    method = getattr(event, name, None)
+    return method() if method is not None else default
+
+
 def summarize_events(events, steps: int) -> dict[str, float]:
     """Per step from torch.profiler's raw (kineto) events: device ms, GPU activities, host ms, opaque calls.
 
@@ -112,11 +118,11 @@ def summarize_events(events, steps: int) -> dict[str, float]:
             opaque += 1
         kind = e.device_type()
         if kind == cuda:
-            if not e.is_user_annotation():  # a record_function range's GPU span: its kernels count already
+            if not _attr(e, "is_user_annotation", False):  # a record_function span: its kernels count already
                 device_ns += e.duration_ns()
                 gpu += 1
-        elif (kind == cpu and name not in SYNC_EVENTS and e.activity_type() != "overhead" and not e.is_async()
-              and e.start_thread_id() == e.end_thread_id()):
+        elif (kind == cpu and name not in SYNC_EVENTS and _attr(e, "activity_type", "") != "overhead"
+              and not e.is_async() and e.start_thread_id() == e.end_thread_id()):
             per_thread.setdefault(e.start_thread_id(), []).append((e.start_ns(), e.end_ns()))
     host_ns = sum(_covered_ns(iv) for iv in per_thread.values())
     # No GPU activity recorded is no measurement (a CPU run, or a profiler that missed the kernels), not 0 ms.
@@ -272,6 +278,10 @@ def _pct(v: float) -> str:
     return "n/a" if math.isnan(v) else f"{v:.1%}"
 
 
+def _ratio(v: float) -> str:
+    return "n/a" if math.isnan(v) else f"{v:.3f}"
+
+
 TABLE_HEAD = ("| network | dtype | mode | task | wall ms plain / ours (spread) | wall o/p | device ms plain / ours "
               "(spread) | device o/p | host ms plain / ours | host o/p | kernels plain / ours | opaque ours |\n"
               "|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -295,11 +305,11 @@ def table_line(row: dict) -> str:
         opaque = f"{row['ours_opaque_calls']:g}/step (eager)"
     else:
         opaque = f"{row['ours_opaque_calls']:g}/step, {row['ours_opaque_in_code']} in {row['ours_graphs']} graphs"
-    return (f"| {row['network']} | {row['dtype']} | {row['mode']}{row_notes(row)} | {row['task']} | {pair('wall')} "
-            f"| "
-            f"{row['wall_ratio']:.3f} | {pair('device')} | {row['device_ratio']:.3f} | {_ms(row['plain_host_ms'])} / "
-            f"{_ms(row['ours_host_ms'])} | {row['host_ratio']:.3f} | {row['plain_kernels']:g} / "
-            f"{row['ours_kernels']:g} | {opaque} |")
+    cells = [row["network"], row["dtype"], row["mode"] + row_notes(row), row["task"], pair("wall"),
+             _ratio(row["wall_ratio"]), pair("device"), _ratio(row["device_ratio"]),
+             f"{_ms(row['plain_host_ms'])} / {_ms(row['ours_host_ms'])}", _ratio(row["host_ratio"]),
+             f"{row['plain_kernels']:g} / {row['ours_kernels']:g}", opaque]
+    return "| " + " | ".join(cells) + " |"
 
 
 FIRST_COLUMNS = ("network", "shape", "format", "batch", "dtype", "mode", "task", "steps", "wall_ratio",
