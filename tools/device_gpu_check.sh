@@ -116,7 +116,8 @@ if [[ $steps == *issue24* ]]; then
     cdt=${COMPILE_DTYPES:-bf16 fp32}
     t24=$(date +%s)
     for net in "${nets[@]}"; do for d in $cdt; do for task in train inference; do
-        ( timeout ${WARM_TIMEOUT:-130} python3 benchmarks/bench_networks.py ${NETWORK_ARGS:-} --networks "$net" \
+        ( TORCHINDUCTOR_COMPILE_THREADS=4 timeout ${WARM_TIMEOUT:-130} python3 benchmarks/bench_networks.py \
+              ${NETWORK_ARGS:-} --networks "$net" \
               --dtypes "$d" --compile-dtypes "$d" --tasks "$task" --modes compile,graphs --compile-only \
               > "$OUT/warm_${net}_${d}_$task.log" 2>&1
           echo "cache warm-up $net $d $task: exit $? at $(( $(date +%s) - t24 )) s" ) &
