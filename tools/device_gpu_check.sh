@@ -14,7 +14,7 @@
 #            regnet_y_400mf"; NETWORK_ARGS: options of both phases, e.g. --batch 64), about 8-9 minutes with the build. First one compile-only process
 #            per network x compiled dtype x task fills inductor's caches in parallel (compiling is CPU work: 16
 #            cores), then each network's table runs alone on the GPU and loads its compiled graphs from those caches.
-#            Each step under a timeout (the tables share what is left of ISSUE24_BUDGET=570 s since the build
+#            Each step under a timeout (the tables share what is left of ISSUE24_BUDGET=550 s since the build
 #            began), so a slow one costs rows (the CSV is rewritten after each), not the call.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -126,7 +126,7 @@ if [[ $steps == *issue24* ]]; then
     for i in "${!nets[@]}"; do
         net=${nets[$i]}
         # What is left of ISSUE24_BUDGET seconds since the build began, shared by the networks still to run.
-        left=$(( ${ISSUE24_BUDGET:-570} - ($(date +%s) - t0) ))
+        left=$(( ${ISSUE24_BUDGET:-550} - ($(date +%s) - t0) ))
         per=$(( left / (${#nets[@]} - i) ))
         [ $per -ge 30 ] || per=30
         timeout $per python3 benchmarks/bench_networks.py --networks "$net" --compile-dtypes "$(echo $cdt | tr ' ' ,)" \
