@@ -95,13 +95,19 @@ def _covered_ns(intervals: list[tuple[int, int]]) -> int:
     return total
 
 
+def _attr(event, name: str, default):
+    """event.name() where this torch's kineto events have that method, else default (older releases lack some)."""
+    method = getattr(event, name, None)
+    return method() if method is not None else default
+
+
 def summarize_events(events, steps: int) -> dict[str, float]:
     """Per step from torch.profiler's raw (kineto) events: device ms, GPU activities, host ms, opaque calls.
 
     Host time is the self-CPU total: the self times of a thread's nested events add up to the time its outermost
     events cover, so it is the union of the CPU events' intervals per thread. This reads the raw events because
     building torch.profiler's FunctionEvent tree took seconds per profiled step of a convolutional network (tens of
-    thousands of events), longer than the steps themselves."""
+    thousands of events), longer than the steps themselves. The profiler's own overhead events are left out."""
     cpu, cuda = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
     device_ns = 0
     gpu = opaque = 0
@@ -112,9 +118,11 @@ def summarize_events(events, steps: int) -> dict[str, float]:
             opaque += 1
         kind = e.device_type()
         if kind == cuda:
-            device_ns += e.duration_ns()
-            gpu += 1
-        elif kind == cpu and name not in SYNC_EVENTS and not e.is_async() and e.start_thread_id() == e.end_thread_id():
+            if not _attr(e, "is_user_annotation", False):  # a record_function span: its kernels count already
+                device_ns += e.duration_ns()
+                gpu += 1
+        elif (kind == cpu and name not in SYNC_EVENTS and _attr(e, "activity_type", "") != "overhead"
+              and not e.is_async() and e.start_thread_id() == e.end_thread_id()):
             per_thread.setdefault(e.start_thread_id(), []).append((e.start_ns(), e.end_ns()))
     host_ns = sum(_covered_ns(iv) for iv in per_thread.values())
     # No GPU activity recorded is no measurement (a CPU run, or a profiler that missed the kernels), not 0 ms.
@@ -270,9 +278,22 @@ def _pct(v: float) -> str:
     return "n/a" if math.isnan(v) else f"{v:.1%}"
 
 
+def _ratio(v: float) -> str:
+    return "n/a" if math.isnan(v) else f"{v:.3f}"
+
+
 TABLE_HEAD = ("| network | dtype | mode | task | wall ms plain / ours (spread) | wall o/p | device ms plain / ours "
               "(spread) | device o/p | host ms plain / ours | host o/p | kernels plain / ours | opaque ours |\n"
               "|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def row_notes(row: dict) -> str:
+    """What makes a row not the run it says it is: CUDA graphs skipped, graph breaks, compiles while timing."""
+    notes = [f"{what} {total}" for what, total in (
+        ("cudagraphs skipped", sum(row.get(f"{v}_cudagraph_skips", 0) for v in VARIANTS)),
+        ("graph breaks", sum(row.get(f"{v}_graph_breaks", 0) for v in VARIANTS)),
+        ("compiles while timed", row.get("late_compiles", 0))) if total]
+    return f" ({', '.join(notes)})" if notes else ""
 
 
 def table_line(row: dict) -> str:
@@ -284,10 +305,11 @@ def table_line(row: dict) -> str:
         opaque = f"{row['ours_opaque_calls']:g}/step (eager)"
     else:
         opaque = f"{row['ours_opaque_calls']:g}/step, {row['ours_opaque_in_code']} in {row['ours_graphs']} graphs"
-    return (f"| {row['network']} | {row['dtype']} | {row['mode']} | {row['task']} | {pair('wall')} | "
-            f"{row['wall_ratio']:.3f} | {pair('device')} | {row['device_ratio']:.3f} | {_ms(row['plain_host_ms'])} / "
-            f"{_ms(row['ours_host_ms'])} | {row['host_ratio']:.3f} | {row['plain_kernels']:g} / "
-            f"{row['ours_kernels']:g} | {opaque} |")
+    cells = [row["network"], row["dtype"], row["mode"] + row_notes(row), row["task"], pair("wall"),
+             _ratio(row["wall_ratio"]), pair("device"), _ratio(row["device_ratio"]),
+             f"{_ms(row['plain_host_ms'])} / {_ms(row['ours_host_ms'])}", _ratio(row["host_ratio"]),
+             f"{row['plain_kernels']:g} / {row['ours_kernels']:g}", opaque]
+    return "| " + " | ".join(cells) + " |"
 
 
 FIRST_COLUMNS = ("network", "shape", "format", "batch", "dtype", "mode", "task", "steps", "wall_ratio",
@@ -376,8 +398,8 @@ def run(args) -> int:
     rows: list[dict] = []
     problems: list[str] = []
     header = (f"device {torch.cuda.get_device_name() if dev == 'cuda' else 'cpu'}, torch {torch.__version__}"
-              f"{', smoke sizes' if args.smoke else ''}, fp32 matmul precision {args.fp32_matmul}; o/p = ours / plain; spread = (max - min) / median over "
-              f"{args.rounds} rounds")
+              f"{', smoke sizes' if args.smoke else ''}, fp32 matmul precision {args.fp32_matmul}; o/p = ours / "
+              f"plain; spread = (max - min) / median over {args.rounds} rounds")
     print(header, flush=True)
     if dev == "cuda":  # CUPTI's first start takes seconds; not inside a row
         profile_steps(lambda: torch.zeros(1, device=dev).add_(1), 1, dev)

@@ -18,10 +18,12 @@ from benchmarks import bench_networks, networks
 class _Event:
     """What summarize_events reads of a kineto event."""
 
-    def __init__(self, name, start=0, end=0, device="cpu", thread=1, end_thread=None):
+    def __init__(self, name, start=0, end=0, device="cpu", thread=1, end_thread=None, activity="cpu_op",
+                 annotation=False):
         self._v = dict(name=name, start_ns=start, end_ns=end, duration_ns=end - start, start_thread_id=thread,
                        end_thread_id=thread if end_thread is None else end_thread, is_async=False,
-                       device_type=torch.autograd.DeviceType.CUDA if device == "cuda" else torch.autograd.DeviceType.CPU)
+                       activity_type=activity, is_user_annotation=annotation,
+                       device_type=getattr(torch.autograd.DeviceType, device.upper()))
 
     def __getattr__(self, k):
         return lambda: self._v[k]
@@ -29,14 +31,19 @@ class _Event:
 
 def test_summarize_events_per_step():
     """Device time sums GPU activities; host time is what a thread's CPU events cover (nested ones once), without
-    the final wait for the GPU and across threads; opaque calls go by exact name (not the autograd node)."""
+    the final wait for the GPU or the profiler's overhead, across threads; a record_function range's GPU span is no
+    GPU work of its own; opaque calls go by exact name (not the autograd node)."""
     events = [_Event("aten::mm", 0, 300_000), _Event("cudaLaunchKernel", 100_000, 200_000),  # nested: counted once
               _Event("aten::add", 250_000, 400_000),  # overlaps the end of aten::mm
               _Event("cudaDeviceSynchronize", 400_000, 5_400_000),
               _Event("torchtrt_swish::swish", 500_000, 540_000), _Event("torchtrt_swish::SwishBackward"),
               _Event("torchtrt_swish::swish_backward", 600_000, 660_000, thread=2),  # the backward thread
               _Event("cross-thread", 0, 10_000_000, end_thread=3),  # async: no thread's time
-              _Event("gemm_kernel", 0, 700_000, "cuda"), _Event("Memcpy DtoD", 0, 100_000, "cuda")]
+              _Event("flush", 0, 9_000_000, activity="overhead"),  # the profiler's own work
+              _Event("gemm_kernel", 0, 700_000, "cuda", activity="kernel"),
+              _Event("Memcpy DtoD", 0, 100_000, "cuda", activity="gpu_memcpy"),
+              _Event("## Call CompiledFxGraph ##", 0, 800_000, "cuda", activity="gpu_user_annotation",
+                     annotation=True)]  # spans the kernels above
     s = bench_networks.summarize_events(events, steps=2)
     assert s == {"device_ms": 0.4, "kernels": 1.0, "host_ms": 0.25, "opaque_calls": 1.0}
 
@@ -72,6 +79,7 @@ def test_opaque_in_code_finds_python_and_cpp_wrapper_calls():
         "    # Topologically Sorted Source Nodes: [mul, swish], Original ATen: [aten.mul, torchtrt_swish.swish]",
         "    assert_tensor_metadata(buf1, (3, 4), (4, 1), torch.float32, 'torch.ops.torchtrt_swish.swish.default')",
         "    # buffer buf1 (op: torch.ops.torchtrt_swish.swish.default) is assumed to be not aligned",
+        "    # File: torchtrt_swish/ops.py:200 in swish, code: return torch.ops.torchtrt_swish.swish(x, bias)",
         "    // C++: torchtrt_swish::swish"]) == 0
 
 
@@ -93,6 +101,14 @@ def test_row_problems():
     assert len(bench_networks.row_problems(_row("eager", ours_opaque_calls=5.0, plain_opaque_calls=0.0), 3)) == 1
     inference = {**_row("eager", ours_opaque_calls=3.0, plain_opaque_calls=0.0), "task": "inference"}
     assert bench_networks.row_problems(inference, 3) == []
+
+
+def test_row_notes_say_when_a_row_is_not_what_it_claims():
+    """CUDA graphs skipped, graph breaks and compiles during the timed rounds show next to the mode."""
+    assert bench_networks.row_notes(_row("graphs", plain_cudagraph_skips=0, ours_cudagraph_skips=0)) == ""
+    assert bench_networks.row_notes(_row("graphs", plain_cudagraph_skips=1, ours_cudagraph_skips=1,
+                                         ours_graph_breaks=3, late_compiles=1)) == \
+        " (cudagraphs skipped 2, graph breaks 3, compiles while timed 1)"
 
 
 def test_smoke_table_eager(tmp_path, capsys):

@@ -89,6 +89,11 @@ NONFINITE_CASES = {
     "baseline-nan-does-not-excuse": (None, {(2, 2): NAN}, None, False),
     "baseline-all-nan-does-not-excuse": (None, NAN, None, False),
     "baseline-inf-where-reference-is-minus-inf": ({(0, 0): -INF}, {(0, 0): INF}, {(0, 0): -INF}, False),
+    "candidate-inf-where-reference-is-minus-inf": ({(0, 0): -INF}, {(0, 0): -INF}, {(0, 0): INF}, False),
+    "candidate-inf-where-reference-is-nan": ({(0, 0): NAN}, {(0, 0): NAN}, {(0, 0): INF}, False),
+    "candidate-and-reference-nan-baseline-finite": ({(0, 0): NAN}, None, {(0, 0): NAN}, False),
+    "candidate-and-baseline-nan-reference-finite": (None, {(0, 0): NAN}, {(0, 0): NAN}, False),
+    "infinities-at-other-positions": ({(0, 0): INF}, {(0, 0): INF}, {(0, 1): INF}, False),
 }
 
 

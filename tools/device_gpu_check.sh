@@ -2,13 +2,20 @@
 # Everything one H200 call does, in one script (device time is scarce): build from source with the machine's
 # torch, GPU tests, compute-sanitizer, benchmark. Logs land in $OUT. Carry: third_party (TensorRT headers),
 # .whl (onnx-graphsurgeon, polygraphy).
-# Usage: bash tools/device_gpu_check.sh [tests|sanitize|bench|plugin|ncu|cpu|debug|layouts|effnet|issue15|all]...
+# Usage: bash tools/device_gpu_check.sh [tests|sanitize|bench|plugin|ncu|cpu|debug|layouts|effnet|issue15|issue24|
+#                                        all]...
 #   layouts: benchmarks/bench_layouts.py (LAYOUT_ARGS, default --quick) plus an A/B of the kernels' previous layout
 #            paths on the dim-1 cases; effnet: benchmarks/bench_efficientnet.py (EFFNET_ARGS).
 #   issue15: the checks and the layout table of issue 15 in one call of about 8 minutes with the build: `cuda` tests
 #            (4 pytest workers) next to compute-sanitizer memcheck and racecheck on the layout paths, then the layout
 #            table (three dtypes) alone on the GPU; each step under a timeout, so a slow one costs its rows, not the
 #            call. The EfficientNet table needs a call of its own (`effnet`): with it the call passed 600 s.
+#   issue24: the network tables of issue 24 (benchmarks/bench_networks.py; NETWORKS, default "transformer
+#            regnet_y_400mf"; NETWORK_ARGS: options of both phases, e.g. --batch 64), about 8-9 minutes with the build. First one compile-only process
+#            per network x compiled dtype x task fills inductor's caches in parallel (compiling is CPU work: 16
+#            cores), then each network's table runs alone on the GPU and loads its compiled graphs from those caches.
+#            Each step under a timeout (the tables share what is left of ISSUE24_BUDGET=550 s since the build
+#            began), so a slow one costs rows (the CSV is rewritten after each), not the call.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -103,6 +110,32 @@ if [[ $steps == *layouts* ]]; then
 fi
 if [[ $steps == *effnet* ]]; then
     effnet_bench 280
+fi
+if [[ $steps == *issue24* ]]; then
+    nets=(${NETWORKS:-transformer regnet_y_400mf})
+    cdt=${COMPILE_DTYPES:-bf16 fp32}
+    t24=$(date +%s)
+    for net in "${nets[@]}"; do for d in $cdt; do for task in train inference; do
+        ( TORCHINDUCTOR_COMPILE_THREADS=4 timeout ${WARM_TIMEOUT:-130} python3 benchmarks/bench_networks.py \
+              ${NETWORK_ARGS:-} --networks "$net" \
+              --dtypes "$d" --compile-dtypes "$d" --tasks "$task" --modes compile,graphs --compile-only \
+              > "$OUT/warm_${net}_${d}_$task.log" 2>&1
+          echo "cache warm-up $net $d $task: exit $? at $(( $(date +%s) - t24 )) s" ) &
+    done; done; done
+    wait
+    for i in "${!nets[@]}"; do
+        net=${nets[$i]}
+        # What is left of ISSUE24_BUDGET seconds since the build began, shared by the networks still to run.
+        left=$(( ${ISSUE24_BUDGET:-550} - ($(date +%s) - t0) ))
+        per=$(( left / (${#nets[@]} - i) ))
+        [ $per -ge 30 ] || per=30
+        timeout $per python3 benchmarks/bench_networks.py --networks "$net" --compile-dtypes "$(echo $cdt | tr ' ' ,)" \
+            --out "$OUT/networks_$net.csv" ${NETWORK_ARGS:-} > "$OUT/networks_$net.log" 2>&1
+        nrc=$?
+        grep -E "^(\||device|CHECK|wrote|[a-z_0-9]+: batch)" "$OUT/networks_$net.log"
+        echo "networks $net: exit $nrc after $per s allowed, at $(( $(date +%s) - t24 )) s"
+        [ $nrc -eq 0 ] || rc=1
+    done
 fi
 if [[ $steps == *all* || $steps == *plugin* ]]; then
     python3 benchmarks/bench_plugin.py --out "$OUT/bench_plugin.csv" 2>&1 | tee "$OUT/bench_plugin.log" | tail -20
