@@ -1,7 +1,7 @@
 // The torchtrt_swish::swish schema (the only place it is defined) and its CPU implementation.
 #include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
+#include <ATen/Version.h>
 #include <ATen/ops/empty.h>
 #include <Python.h>
 #include <torch/library.h>
@@ -10,28 +10,47 @@
 
 #include "kernels/swish_cpu.h"
 #include "swish_common.h"
+#include "swish_cpu_vec.h"
 
 namespace torchtrt_swish {
 namespace {
 
-// Below this many elements per task, threading costs more than it saves.
+// Below this many elements per task, threading costs more than it saves (ATen's grain size for elementwise ops).
 constexpr int64_t kGRAIN = 32768;
+
+//! The elementwise kernels for the instruction set ATen itself uses on this machine (ATEN_CPU_CAPABILITY
+//! included), chosen once.
+cpu_vec::Kernels const& cpuKernels()
+{
+    static cpu_vec::Kernels const& kernels = []() -> cpu_vec::Kernels const& {
+#ifdef TORCHTRT_SWISH_CPU_X86
+        std::string const cap = at::get_cpu_capability();
+        if (cap == "AVX512")
+        {
+            return cpu_vec::AVX512::kKernels;
+        }
+        if (cap == "AVX2")
+        {
+            return cpu_vec::AVX2::kKernels;
+        }
+#endif
+        return cpu_vec::DEFAULT::kKernels;
+    }();
+    return kernels;
+}
 
 at::Tensor swishCpu(at::Tensor const& x, at::Tensor const& bias)
 {
     TORCH_CHECK(x.device().is_cpu(), "swish: CPU kernel called with x on ", x.device().str());
     Prepared const p = prepare(x, bias, /*allowDouble=*/true);
     at::Tensor y = p.emptyLikeX();
-    int64_t const n = p.x.numel();
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.x.scalar_type(), "swish_cpu", [&] {
-        using Acc = at::opmath_type<scalar_t>;
-        scalar_t const* xp = p.x.const_data_ptr<scalar_t>();
-        scalar_t const* bp = p.bias.const_data_ptr<scalar_t>();
-        scalar_t* yp = y.mutable_data_ptr<scalar_t>();
-        at::parallel_for(0, n, kGRAIN, [&](int64_t begin, int64_t end) {
-            cpu::swishForwardRange<scalar_t, Acc>(xp, bp, yp, begin, end, p.spec);
-        });
-    });
+    void const* xp = p.x.const_data_ptr();
+    void const* bp = p.bias.const_data_ptr();
+    void* yp = y.mutable_data_ptr();
+    auto const forward = cpuKernels().forward;
+    at::ScalarType const dtype = p.x.scalar_type();
+    at::parallel_for(0, p.x.numel(), kGRAIN,
+        [&](int64_t begin, int64_t end) { forward(dtype, xp, bp, yp, begin, end, p.spec); });
     return y;
 }
 
@@ -93,15 +112,13 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardCpu(at::Tensor const& grad, at::
     at::Tensor const g = grad.contiguous(fmt);
     at::Tensor const xc = x.contiguous(fmt);
     at::Tensor dx = at::empty(xc.sizes(), xc.options().memory_format(fmt));
-    int64_t const n = xc.numel();
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, xc.scalar_type(), "swish_backward_cpu", [&] {
-        using Acc = at::opmath_type<scalar_t>;
-        scalar_t const* gp = g.const_data_ptr<scalar_t>();
-        scalar_t const* xp = xc.const_data_ptr<scalar_t>();
-        scalar_t* dp = dx.mutable_data_ptr<scalar_t>();
-        at::parallel_for(0, n, kGRAIN,
-            [&](int64_t begin, int64_t end) { cpu::swishBackwardRange<scalar_t, Acc>(gp, xp, dp, begin, end); });
-    });
+    void const* gp = g.const_data_ptr();
+    void const* xp = xc.const_data_ptr();
+    void* dp = dx.mutable_data_ptr();
+    auto const backward = cpuKernels().backward;
+    at::ScalarType const dtype = xc.scalar_type();
+    at::parallel_for(
+        0, xc.numel(), kGRAIN, [&](int64_t begin, int64_t end) { backward(dtype, gp, xp, dp, begin, end); });
     int64_t const rank = x.dim();
     at::Tensor const db = biasGradCpu(kernelView(g, rank, fmt), kernelView(bias, rank, fmt));
     return {dx, fromKernelView(db, bias, fmt)};
