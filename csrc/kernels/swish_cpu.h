@@ -123,8 +123,12 @@ inline BiasGradPlan planBiasGrad(int64_t outer, int64_t channels, int64_t inner)
     return p;
 }
 
+// laneSum and biasGradTask take a type Unique local to the file that calls them: swish_cpu_vec.cpp is compiled once
+// per instruction set, and a distinct type per copy gives each its own (vectorized for that set) instantiation,
+// where a shared one would leave the linker to keep a single copy for all.
+
 //! Sum of p[0, len) in Acc with eight lanes chosen by position, combined pairwise: a fixed order that vectorizes.
-template <typename T, typename Acc>
+template <typename T, typename Acc, typename Unique>
 inline Acc laneSum(T const* p, int64_t len)
 {
     Acc lane[8] = {};
@@ -144,7 +148,7 @@ inline Acc laneSum(T const* p, int64_t len)
 }
 
 //! Task t of the plan: partial[(rowBlock * segs + seg) * channels + c] for the channels of its tile.
-template <typename T, typename Acc>
+template <typename T, typename Acc, typename Unique>
 void biasGradTask(T const* g, BiasGradPlan const& p, int64_t t, Acc* partial)
 {
     int64_t const ct = t % p.chanTiles;
@@ -176,7 +180,7 @@ void biasGradTask(T const* g, BiasGradPlan const& p, int64_t t, Acc* partial)
         {
             for (int64_t c = c0; c < c1; ++c)
             {
-                acc[c] += laneSum<T, Acc>(row + c * p.inner + k0, len);
+                acc[c] += laneSum<T, Acc, Unique>(row + c * p.inner + k0, len);
             }
         }
     }

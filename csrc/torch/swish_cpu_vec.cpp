@@ -117,6 +117,20 @@ void backwardTyped(void const* gv, void const* xv, void* dxv, int64_t begin, int
     map2<T, false>(g, x, dx, end - begin, [](auto const& gs, auto const& xs) { return swishGrad(gs, xs); });
 }
 
+//! This copy's own instantiations of the kernels header's templates (see laneSum).
+struct ThisCopy
+{
+};
+
+template <typename T>
+void biasGradTyped(void const* gv, cpu::BiasGradPlan const& plan, int64_t begin, int64_t end, double* partial)
+{
+    for (int64_t t = begin; t < end; ++t)
+    {
+        cpu::biasGradTask<T, double, ThisCopy>(static_cast<T const*>(gv), plan, t, partial);
+    }
+}
+
 void forward(c10::ScalarType dtype, void const* x, void const* bias, void* y, int64_t begin, int64_t end, BiasSpec spec)
 {
     switch (dtype)
@@ -141,12 +155,25 @@ void backward(c10::ScalarType dtype, void const* g, void const* x, void* dx, int
     }
 }
 
+void biasGrad(
+    c10::ScalarType dtype, void const* g, cpu::BiasGradPlan const& plan, int64_t begin, int64_t end, double* partial)
+{
+    switch (dtype)
+    {
+    case c10::ScalarType::Float: return biasGradTyped<float>(g, plan, begin, end, partial);
+    case c10::ScalarType::Double: return biasGradTyped<double>(g, plan, begin, end, partial);
+    case c10::ScalarType::Half: return biasGradTyped<c10::Half>(g, plan, begin, end, partial);
+    case c10::ScalarType::BFloat16: return biasGradTyped<c10::BFloat16>(g, plan, begin, end, partial);
+    default: TORCH_CHECK(false, "swish_backward: no CPU bias gradient for dtype ", c10::toString(dtype));
+    }
+}
+
 #define TORCHTRT_SWISH_STR2(s) #s
 #define TORCHTRT_SWISH_STR(s) TORCHTRT_SWISH_STR2(s)
 
 } // namespace
 
-Kernels const kKernels{TORCHTRT_SWISH_STR(CPU_CAPABILITY), &forward, &backward};
+Kernels const kKernels{TORCHTRT_SWISH_STR(CPU_CAPABILITY), &forward, &backward, &biasGrad};
 
 } // namespace CPU_CAPABILITY
 } // namespace cpu_vec

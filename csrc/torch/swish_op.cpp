@@ -92,12 +92,9 @@ at::Tensor biasGradCpu(at::Tensor const& g, at::Tensor const& bias)
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "swish_bias_grad_cpu", [&] {
         scalar_t const* gp = src.const_data_ptr<scalar_t>();
         scalar_t* dp = db.mutable_data_ptr<scalar_t>();
-        at::parallel_for(0, plan.tasks(), 1, [&](int64_t begin, int64_t end) {
-            for (int64_t t = begin; t < end; ++t)
-            {
-                cpu::biasGradTask<scalar_t, double>(gp, plan, t, partial.data());
-            }
-        });
+        auto const tasks = cpuKernels().biasGrad;
+        at::parallel_for(0, plan.tasks(), 1,
+            [&](int64_t begin, int64_t end) { tasks(src.scalar_type(), gp, plan, begin, end, partial.data()); });
         at::parallel_for(0, plan.channels, kGRAIN, [&](int64_t begin, int64_t end) {
             cpu::biasGradCombine<scalar_t, double>(plan, partial.data(), dp, begin, end);
         });
