@@ -102,6 +102,31 @@ def test_backward_same_bits_for_any_thread_count(label, shape, bshape, run, dtyp
         torch.set_num_threads(threads)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_result_does_not_depend_on_where_the_range_is_cut(dtype):
+    """swish(x[s:e]) is swish(x)[s:e] bit for bit: an element gives the same bits in a full vector and in a tail.
+
+    The 1-thread op on a slice runs the kernel on exactly that range, so random cuts move elements between the
+    vector body and the partial-vector tail (what thread chunks and bias runs do at their edges).
+    """
+    gen = torch.Generator().manual_seed(5)
+    x = (torch.randn(4096, generator=gen, dtype=torch.float64) * 8).to(dtype)
+    b = torch.randn(1, generator=gen, dtype=torch.float64).to(dtype)
+    g = torch.randn(4096, generator=gen, dtype=torch.float64).to(dtype)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        y = torchtrt_swish.swish(x, b)
+        dx = torch.ops.torchtrt_swish.swish_backward(g, x, b)[0]
+        cuts = torch.randint(0, 4097, (300, 2), generator=gen).sort(dim=1).values.tolist()
+        for s, e in cuts:
+            assert torch.equal(torchtrt_swish.swish(x[s:e], b), y[s:e]), f"{dtype}: y of x[{s}:{e}]"
+            assert torch.equal(torch.ops.torchtrt_swish.swish_backward(g[s:e], x[s:e], b)[0], dx[s:e]), (
+                f"{dtype}: dx of x[{s}:{e}]")
+    finally:
+        torch.set_num_threads(threads)
+
+
 # A fresh process, idle OpenMP threads asleep (not spinning): CPU time spent off the calling thread is our work.
 _THREAD_PROBE = r"""
 import sys, time, torch, torchtrt_swish

@@ -168,12 +168,9 @@ void biasGrad(
     }
 }
 
-#define TORCHTRT_SWISH_STR2(s) #s
-#define TORCHTRT_SWISH_STR(s) TORCHTRT_SWISH_STR2(s)
-
 } // namespace
 
-Kernels const kKernels{TORCHTRT_SWISH_STR(CPU_CAPABILITY), &forward, &backward, &biasGrad};
+Kernels const kKernels{&forward, &backward, &biasGrad};
 
 } // namespace CPU_CAPABILITY
 } // namespace cpu_vec
