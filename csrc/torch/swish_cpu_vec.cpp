@@ -2,14 +2,17 @@
 // x / (1 + exp(-x)) and silu_backward's formula, SLEEF's exp, fp16/bf16 widened to fp32 and narrowed once).
 //
 // setup.py compiles this file once per instruction set, with -DCPU_CAPABILITY=<name> and that set's -m flags.
-// Everything here is in a namespace of that name or has internal linkage, so the copies never collide. The x86
-// copies are also built with -ffp-contract=off: the formula is evaluated as written, never fused into an FMA
-// in one copy of a loop and not in another, so a full vector and a tail give the same bits.
+// Everything defined here is in a namespace of that name or has internal linkage, so the copies never collide
+// (inline functions of the included headers are shared: setup.py links the baseline objects first, so the kept
+// copy runs on any CPU). Every copy is built with -ffp-contract=off: the formula is evaluated as written, never
+// fused into an FMA in one loop and not in another, so a full vector and a tail give the same bits.
 #include <ATen/cpu/vec/functional.h> // the fp16/bf16 <-> fp32 conversions (convert_to_float, convert_from_float)
 #include <ATen/cpu/vec/vec.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
 #include <c10/util/Half.h>
+
+#include <type_traits>
 
 #include "kernels/swish_cpu.h"
 #include "swish_cpu_vec.h"
@@ -50,7 +53,7 @@ void map2(T const* a, T const* b, T* out, int64_t len, Op const& op)
     using V = Vectorized<T>;
     constexpr int64_t kW = V::size();
     auto body = [&](V const& av, V const& bv) -> V {
-        if constexpr (at::vec::is_reduced_floating_point_v<T>)
+        if constexpr (std::is_same_v<T, c10::Half> || std::is_same_v<T, c10::BFloat16>)
         {
             using F = Vectorized<float>;
             auto [a0, a1] = at::vec::convert_to_float<T>(av);
