@@ -16,6 +16,7 @@ import copy
 import hashlib
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -319,7 +320,7 @@ def is_x86() -> bool:
 
 
 def cpu_capabilities() -> list[tuple[str, list[str]]]:
-    """(name, compile flags) of each build of swish_cpu_vec.cpp, DEFAULT first (BuildNative.build_extension says why)."""
+    """(name, compile flags) of each build of swish_cpu_vec.cpp, DEFAULT first (BuildNative.build_extension: why)."""
     caps = [("DEFAULT", [])] + (X86_CAPABILITIES if is_x86() else [])
     # -ffp-contract=off: the formula exactly as written in every copy and loop (no FMA in one and not another).
     return [(name, [f"-DCPU_CAPABILITY={name}", f"-DCPU_CAPABILITY_{name}", "-ffp-contract=off", *flags])
@@ -330,17 +331,29 @@ def openmp_flags() -> tuple[list[str], list[str], str]:
     """(compile flags, link arguments, note) that make at::parallel_for parallel in _C, on torch's own OpenMP.
 
     torch's headers run at::parallel_for through `#pragma omp parallel` when ATen uses OpenMP, and serially in code
-    compiled without -fopenmp. _C must then link the OpenMP runtime libtorch_cpu itself loads (the copy in torch/lib,
-    by its soname), so torch.set_num_threads governs our regions too; a second runtime would ignore it.
+    compiled without -fopenmp. _C must then link the OpenMP runtime libtorch_cpu itself loads (by path, so _C needs
+    it by its soname and the loader reuses torch's copy), so torch.set_num_threads governs our regions too; a second
+    runtime would ignore it.
     """
-    torch_dir = Path(torch.__file__).resolve().parent
-    config = torch_dir / "include" / "ATen" / "Config.h"
+    config = Path(torch.__file__).resolve().parent / "include" / "ATen" / "Config.h"
     if "#define AT_PARALLEL_OPENMP 1" not in (config.read_text() if config.exists() else ""):
         return [], [], "OpenMP off: this torch's ATen does not parallelize with OpenMP"
-    shipped = sorted(p for pat in ("libgomp*.so*", "libiomp5*.so*", "libomp*.so*") for p in (torch_dir / "lib").glob(pat))
-    if shipped:
-        return ["-fopenmp"], [str(shipped[0])], f"OpenMP: -fopenmp, linked against torch's {shipped[0]}"
-    return ["-fopenmp"], ["-fopenmp"], "OpenMP: -fopenmp with the compiler's runtime (torch/lib ships none)"
+    runtime = loaded_openmp_runtime()
+    if runtime:
+        return ["-fopenmp"], [str(runtime)], f"OpenMP: -fopenmp, linked against the runtime torch loads, {runtime}"
+    return ["-fopenmp"], ["-fopenmp"], "OpenMP: -fopenmp with the compiler's runtime (torch's could not be located)"
+
+
+def loaded_openmp_runtime() -> Path | None:
+    """The OpenMP library `import torch` mapped into this process (torch/lib, torch.libs or the system's), or None."""
+    maps = Path("/proc/self/maps")
+    if not maps.exists():
+        return None
+    for line in maps.read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and re.fullmatch(r"lib(gomp|iomp5|omp)(-[0-9a-f]+)?\.so(\.[0-9]+)*", Path(fields[-1]).name):
+            return Path(fields[-1])
+    return None
 
 
 # ----------------------------------------------------------------------------- the torch extension
