@@ -17,6 +17,8 @@ namespace {
 
 // Below this many elements per task, threading costs more than it saves (ATen's grain size for elementwise ops).
 constexpr int64_t kGRAIN = 32768;
+// A forward run shorter than this (a last-dim bias of few channels) is mostly partial-vector tail.
+constexpr int64_t kMIN_RUN = 256;
 
 //! The elementwise kernels for the instruction set ATen itself uses on this machine (ATEN_CPU_CAPABILITY
 //! included), chosen once.
@@ -44,13 +46,23 @@ at::Tensor swishCpu(at::Tensor const& x, at::Tensor const& bias)
     TORCH_CHECK(x.device().is_cpu(), "swish: CPU kernel called with x on ", x.device().str());
     Prepared const p = prepare(x, bias, /*allowDouble=*/true);
     at::Tensor y = p.emptyLikeX();
+    int64_t const n = p.x.numel();
+    at::Tensor b = p.bias;
+    BiasSpec spec = p.spec;
+    if (spec.inner == 1 && spec.channels > 1 && spec.channels < kMIN_RUN && n >= 16 * kMIN_RUN)
+    {
+        // A short last-dim bias cuts x into runs of a partial vector or two: repeat it to >= kMIN_RUN values, the
+        // same bias per element (bias[i % (C * k)] is bias[i % C]), in runs long enough to be vector work.
+        int64_t const reps = (kMIN_RUN + spec.channels - 1) / spec.channels;
+        b = p.bias.reshape({-1}).repeat({reps});
+        spec.channels *= reps;
+    }
     void const* xp = p.x.const_data_ptr();
-    void const* bp = p.bias.const_data_ptr();
+    void const* bp = b.const_data_ptr();
     void* yp = y.mutable_data_ptr();
     auto const forward = cpuKernels().forward;
     at::ScalarType const dtype = p.x.scalar_type();
-    at::parallel_for(0, p.x.numel(), kGRAIN,
-        [&](int64_t begin, int64_t end) { forward(dtype, xp, bp, yp, begin, end, p.spec); });
+    at::parallel_for(0, n, kGRAIN, [&](int64_t begin, int64_t end) { forward(dtype, xp, bp, yp, begin, end, spec); });
     return y;
 }
 
