@@ -29,7 +29,7 @@ inline void forEachBiasRun(int64_t begin, int64_t end, BiasSpec spec, Run&& run)
         run(begin, end - begin, int64_t{0}, int64_t{0});
         return;
     }
-    int64_t q = begin / spec.inner;
+    int64_t const q = begin / spec.inner;
     int64_t const r = begin - q * spec.inner;
     int64_t c = q % spec.channels;
     if (spec.inner == 1)
