@@ -14,9 +14,11 @@ and inputs exist:
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -421,6 +423,56 @@ def build_native(fixtures: bool = True) -> NativeResult:
     return res
 
 
+# ----------------------------------------------------------------------------- the CPU op: OpenMP, instruction sets
+
+CPU_VEC_SOURCE = "csrc/torch/swish_cpu_vec.cpp"
+# The x86 instruction sets ATen dispatches its own CPU kernels to, with the flags inductor compiles them with.
+X86_CAPABILITIES = [("AVX2", ["-mavx2", "-mfma", "-mf16c"]),
+                    ("AVX512", ["-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma"])]
+
+
+def is_x86() -> bool:
+    """Whether this build targets x86-64 (the AVX2 and AVX512 copies of the CPU kernels are built)."""
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
+def cpu_capabilities() -> list[tuple[str, list[str]]]:
+    """(name, compile flags) of each build of swish_cpu_vec.cpp, DEFAULT first (BuildNative.build_extension: why)."""
+    caps = [("DEFAULT", [])] + (X86_CAPABILITIES if is_x86() else [])
+    # -ffp-contract=off: the formula exactly as written in every copy and loop (no FMA in one and not another).
+    return [(name, [f"-DCPU_CAPABILITY={name}", f"-DCPU_CAPABILITY_{name}", "-ffp-contract=off", *flags])
+            for name, flags in caps]
+
+
+def openmp_flags() -> tuple[list[str], list[str], str]:
+    """(compile flags, link arguments, note) that make at::parallel_for parallel in _C, on torch's own OpenMP.
+
+    torch's headers run at::parallel_for through `#pragma omp parallel` when ATen uses OpenMP, and serially in code
+    compiled without -fopenmp. _C must then link the OpenMP runtime libtorch_cpu itself loads (by path, so _C needs
+    it by its soname and the loader reuses torch's copy), so torch.set_num_threads governs our regions too; a second
+    runtime would ignore it.
+    """
+    config = Path(torch.__file__).resolve().parent / "include" / "ATen" / "Config.h"
+    if "#define AT_PARALLEL_OPENMP 1" not in (config.read_text() if config.exists() else ""):
+        return [], [], "OpenMP off: this torch's ATen does not parallelize with OpenMP"
+    runtime = loaded_openmp_runtime()
+    if runtime:
+        return ["-fopenmp"], [str(runtime)], f"OpenMP: -fopenmp, linked against the runtime torch loads, {runtime}"
+    return ["-fopenmp"], ["-fopenmp"], "OpenMP: -fopenmp with the compiler's runtime (torch's could not be located)"
+
+
+def loaded_openmp_runtime() -> Path | None:
+    """The OpenMP library `import torch` mapped into this process (torch/lib, torch.libs or the system's), or None."""
+    maps = Path("/proc/self/maps")
+    if not maps.exists():
+        return None
+    for line in maps.read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and re.fullmatch(r"lib(gomp|iomp5|omp)(-[0-9a-f]+)?\.so(\.[0-9]+)*", Path(fields[-1]).name):
+            return Path(fields[-1])
+    return None
+
+
 # ----------------------------------------------------------------------------- the torch extension
 
 
@@ -442,6 +494,24 @@ class BuildNative(BuildExtension):
 
     cuda = False
 
+    def build_extension(self, ext):
+        """Compile swish_cpu_vec.cpp once per CPU instruction set into ext's extra objects, then build ext.
+
+        ext.extra_compile_args already hold torch's own flags here (BuildExtension.build_extensions adds them before
+        this is called). The linker keeps the first copy of an inline function that several objects define, so the
+        objects built with baseline flags (ext's sources, then DEFAULT) link before the AVX2 and AVX512 ones: a
+        function shared with baseline code never comes from an AVX512 object.
+        """
+        objects = []
+        for name, flags in cpu_capabilities():
+            args = copy.deepcopy(ext.extra_compile_args)
+            args["cxx"] = args["cxx"] + flags
+            objects += self.compiler.compile([CPU_VEC_SOURCE], output_dir=os.path.join(self.build_temp, f"cpu_{name}"),
+                                             macros=ext.define_macros, include_dirs=ext.include_dirs,
+                                             extra_postargs=args, depends=ext.depends)
+        ext.extra_objects = list(ext.extra_objects) + objects
+        super().build_extension(ext)
+
     def run(self):
         """Build the native targets, then the extensions; copy the plugin beside _C in a non-inplace build."""
         if self.editable_mode:
@@ -461,18 +531,20 @@ class BuildNative(BuildExtension):
         # Beside the _C it describes: a wheel build must not overwrite the record of the tree's in-place _C.
         pin = _torch_pin()
         write_if_changed(dest / pin.BUILD_INFO_MODULE, pin.build_info_source(torch.__version__))
-        for note in result.notes:
+        for note in result.notes + [openmp_flags()[2]]:
             log(note)
 
 
 def get_extensions(cuda: bool):
-    """The op `torchtrt_swish._C`: CPU kernels always, the CUDA impl when cuda."""
+    """The op `torchtrt_swish._C`: CPU kernels always (with OpenMP and per-instruction-set copies), CUDA when cuda."""
+    omp_cflags, omp_link, _ = openmp_flags()
     kwargs = dict(
         name="torchtrt_swish._C",
         sources=["csrc/torch/swish_op.cpp", "csrc/torch/swish_autograd.cpp"]
         + (["csrc/torch/swish_cuda.cpp"] if cuda else []),
         include_dirs=[str(ROOT / "csrc")],
-        extra_compile_args={"cxx": ["-O3"]},
+        extra_compile_args={"cxx": ["-O3", *omp_cflags] + (["-DTORCHTRT_SWISH_CPU_X86"] if is_x86() else [])},
+        extra_link_args=omp_link,
     )
     return [CUDAExtension(**kwargs) if cuda else CppExtension(**kwargs)]
 

@@ -2,8 +2,10 @@
 # Everything one H200 call does, in one script (device time is scarce): build from source with the machine's
 # torch, GPU tests, compute-sanitizer, benchmark. Logs land in $OUT. Carry: third_party (TensorRT headers),
 # .whl (onnx-graphsurgeon, polygraphy).
-# Usage: bash tools/device_gpu_check.sh [tests|sanitize|bench|plugin|ncu|cpu|debug|layouts|effnet|issue15|issue24|
-#                                        all]...
+# Usage: bash tools/device_gpu_check.sh [tests|sanitize|bench|plugin|ncu|cpu|omp|debug|layouts|effnet|issue15|
+#                                        issue24|all]...
+#   omp: the CPU op on the host's cores (issue 24 item 5): _C's OpenMP symbols and runtime, tests/test_cpu_parallel.py
+#        and test_ops' CPU tests, then benchmarks/bench_cpu.py at 1, 2 and all threads (CPU_BENCH_ARGS).
 #   layouts: benchmarks/bench_layouts.py (LAYOUT_ARGS, default --quick) plus an A/B of the kernels' previous layout
 #            paths on the dim-1 cases; effnet: benchmarks/bench_efficientnet.py (EFFNET_ARGS).
 #   issue15: the checks and the layout table of issue 15 in one call of about 8 minutes with the build: `cuda` tests
@@ -44,6 +46,16 @@ if [[ $steps == *debug* ]]; then
 fi
 if [[ $steps == *cpu* ]]; then
     python3 -m pytest -q -p no:cacheprovider -m "not cuda" -x tests 2>&1 | tee "$OUT/pytest_cpu.log" | tail -8
+fi
+if [[ $steps == *omp* ]]; then
+    ext=$(python3 -c 'import torchtrt_swish._C as c; print(c.__file__)')
+    { nproc; python3 -c 'import torch; print(torch.__config__.parallel_info())'
+      (nm -D --undefined-only "$ext" | grep -iE "gomp|omp_"; readelf -d "$ext" | grep -iE "NEEDED.*omp") 2>&1
+    } | tee "$OUT/omp.txt"
+    python3 -m pytest -q -p no:cacheprovider -m "not cuda" -rs tests/test_cpu_parallel.py tests/test_ops.py 2>&1 \
+        | tee "$OUT/pytest_omp.log" | tail -8
+    [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+    timeout 240 python3 benchmarks/bench_cpu.py ${CPU_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench_cpu.log"
 fi
 if [[ $steps == *all* || $steps == *tests* ]]; then
     python3 -m pytest -q -p no:cacheprovider -m cuda -rs ${TESTS:-tests} 2>&1 | tee "$OUT/pytest_cuda.log" | tail -25

@@ -1,12 +1,12 @@
-// CPU twin of the CUDA kernels (swish_forward.cu, swish_backward*.cu): the same formula on a range of flat indices, header-only, no torch.
+// The host-agnostic half of the CPU op: how a flat range splits into runs of one bias pattern, and the
+// thread-count-independent plan and fixed-order sums of the bias gradient. Header-only, no torch.
 //
-// T is any element type convertible to and from the compute type Acc (float for fp32/fp16/bf16, double for
-// fp64), so the torch op instantiates it with its own half types while this file stays host-agnostic. Callers
-// split [begin, end) across threads; the inner loops are branch-free on the common layouts so they vectorize.
+// The elementwise math itself (x / (1 + exp(-x)) + b and its gradient, vectorized) lives on the torch side in
+// csrc/torch/swish_cpu_vec.cpp: it is written with ATen's at::vec (the SLEEF exp and the fp16/bf16 conversions
+// ATen's own activations use), which this directory must not include.
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 
 #include "bias_layout.h"
@@ -14,71 +14,42 @@
 namespace torchtrt_swish {
 namespace cpu {
 
-//! PyTorch's silu formula (x / (1 + exp(-x))) so special values match it exactly, plus the bias, rounded once.
-template <typename Acc>
-inline Acc swishBias(Acc x, Acc b)
+//! Calls run(i, len, c, step) for consecutive runs covering [begin, end) of a contiguous x: element i + k of the
+//! run has bias[c + k * step], step 0 (one bias value: scalar or dim-1 per-channel) or 1 (consecutive bias
+//! values: last-dim or full). A range may start anywhere, mid-run included (a thread's chunk of parallel_for).
+template <typename Run>
+inline void forEachBiasRun(int64_t begin, int64_t end, BiasSpec spec, Run&& run)
 {
-    return x / (Acc(1) + std::exp(-x)) + b;
-}
-
-//! PyTorch's silu_backward formula: g * s * (1 + x * (1 - s)).
-template <typename Acc>
-inline Acc swishGrad(Acc g, Acc x)
-{
-    Acc const s = Acc(1) / (Acc(1) + std::exp(-x));
-    return g * s * (Acc(1) + x * (Acc(1) - s));
-}
-
-//! y[i] = swish(x[i]) + bias[(i / inner) % channels] for i in [begin, end); contiguous buffers.
-template <typename T, typename Acc>
-void swishForwardRange(T const* x, T const* bias, T* y, int64_t begin, int64_t end, BiasSpec spec)
-{
+    if (begin >= end)
+    {
+        return;
+    }
     if (spec.channels == 1)
     {
-        Acc const b = static_cast<Acc>(bias[0]);
-        for (int64_t i = begin; i < end; ++i)
-        {
-            y[i] = static_cast<T>(swishBias<Acc>(static_cast<Acc>(x[i]), b));
-        }
+        run(begin, end - begin, int64_t{0}, int64_t{0});
         return;
     }
+    int64_t const q = begin / spec.inner;
+    int64_t const r = begin - q * spec.inner;
+    int64_t c = q % spec.channels;
     if (spec.inner == 1)
     {
-        // Last-dim and full layouts: the bias index advances with the element.
-        int64_t c = begin % spec.channels;
-        for (int64_t i = begin; i < end; ++i)
+        // The bias index advances with the element and wraps at channels: runs end at the wrap.
+        for (int64_t i = begin; i < end; c = 0)
         {
-            y[i] = static_cast<T>(swishBias<Acc>(static_cast<Acc>(x[i]), static_cast<Acc>(bias[c])));
-            c = c + 1 == spec.channels ? 0 : c + 1;
+            int64_t const len = std::min(end - i, spec.channels - c);
+            run(i, len, c, int64_t{1});
+            i += len;
         }
         return;
     }
-    // Walk runs of constant bias so the inner loop has no division.
-    int64_t i = begin;
-    int64_t q = i / spec.inner;
-    int64_t r = i - q * spec.inner;
-    int64_t c = q % spec.channels;
-    while (i < end)
+    // Runs of constant bias, inner long except where the range cuts one.
+    for (int64_t i = begin, left = spec.inner - r; i < end; left = spec.inner)
     {
-        int64_t const runEnd = i + (spec.inner - r) < end ? i + (spec.inner - r) : end;
-        Acc const b = static_cast<Acc>(bias[c]);
-        for (int64_t j = i; j < runEnd; ++j)
-        {
-            y[j] = static_cast<T>(swishBias<Acc>(static_cast<Acc>(x[j]), b));
-        }
-        i = runEnd;
-        r = 0;
+        int64_t const len = std::min(end - i, left);
+        run(i, len, c, int64_t{0});
+        i += len;
         c = c + 1 == spec.channels ? 0 : c + 1;
-    }
-}
-
-//! dx[i] = swishGrad(g[i], x[i]) for i in [begin, end); contiguous buffers.
-template <typename T, typename Acc>
-void swishBackwardRange(T const* g, T const* x, T* dx, int64_t begin, int64_t end)
-{
-    for (int64_t i = begin; i < end; ++i)
-    {
-        dx[i] = static_cast<T>(swishGrad<Acc>(static_cast<Acc>(g[i]), static_cast<Acc>(x[i])));
     }
 }
 
@@ -152,8 +123,12 @@ inline BiasGradPlan planBiasGrad(int64_t outer, int64_t channels, int64_t inner)
     return p;
 }
 
+// laneSum and biasGradTask take a type Unique local to the file that calls them: swish_cpu_vec.cpp is compiled once
+// per instruction set, and a distinct type per copy gives each its own (vectorized for that set) instantiation,
+// where a shared one would leave the linker to keep a single copy for all.
+
 //! Sum of p[0, len) in Acc with eight lanes chosen by position, combined pairwise: a fixed order that vectorizes.
-template <typename T, typename Acc>
+template <typename T, typename Acc, typename Unique>
 inline Acc laneSum(T const* p, int64_t len)
 {
     Acc lane[8] = {};
@@ -173,7 +148,7 @@ inline Acc laneSum(T const* p, int64_t len)
 }
 
 //! Task t of the plan: partial[(rowBlock * segs + seg) * channels + c] for the channels of its tile.
-template <typename T, typename Acc>
+template <typename T, typename Acc, typename Unique>
 void biasGradTask(T const* g, BiasGradPlan const& p, int64_t t, Acc* partial)
 {
     int64_t const ct = t % p.chanTiles;
@@ -205,7 +180,7 @@ void biasGradTask(T const* g, BiasGradPlan const& p, int64_t t, Acc* partial)
         {
             for (int64_t c = c0; c < c1; ++c)
             {
-                acc[c] += laneSum<T, Acc>(row + c * p.inner + k0, len);
+                acc[c] += laneSum<T, Acc, Unique>(row + c * p.inner + k0, len);
             }
         }
     }

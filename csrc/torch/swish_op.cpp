@@ -1,7 +1,7 @@
 // The torchtrt_swish::swish schema (the only place it is defined) and its CPU implementation.
 #include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
+#include <ATen/Version.h>
 #include <ATen/ops/empty.h>
 #include <Python.h>
 #include <torch/library.h>
@@ -10,12 +10,36 @@
 
 #include "kernels/swish_cpu.h"
 #include "swish_common.h"
+#include "swish_cpu_vec.h"
 
 namespace torchtrt_swish {
 namespace {
 
-// Below this many elements per task, threading costs more than it saves.
+// Below this many elements per task, threading costs more than it saves (ATen's grain size for elementwise ops).
 constexpr int64_t kGRAIN = 32768;
+// A forward run shorter than this (a last-dim bias of few channels) is mostly partial-vector tail.
+constexpr int64_t kMIN_RUN = 256;
+
+//! The elementwise kernels for the instruction set ATen itself uses on this machine (ATEN_CPU_CAPABILITY
+//! included), chosen once.
+cpu_vec::Kernels const& cpuKernels()
+{
+    static cpu_vec::Kernels const& kernels = []() -> cpu_vec::Kernels const& {
+#ifdef TORCHTRT_SWISH_CPU_X86
+        std::string const cap = at::get_cpu_capability();
+        if (cap == "AVX512")
+        {
+            return cpu_vec::AVX512::kKernels;
+        }
+        if (cap == "AVX2")
+        {
+            return cpu_vec::AVX2::kKernels;
+        }
+#endif
+        return cpu_vec::DEFAULT::kKernels;
+    }();
+    return kernels;
+}
 
 at::Tensor swishCpu(at::Tensor const& x, at::Tensor const& bias)
 {
@@ -23,15 +47,22 @@ at::Tensor swishCpu(at::Tensor const& x, at::Tensor const& bias)
     Prepared const p = prepare(x, bias, /*allowDouble=*/true);
     at::Tensor y = p.emptyLikeX();
     int64_t const n = p.x.numel();
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.x.scalar_type(), "swish_cpu", [&] {
-        using Acc = at::opmath_type<scalar_t>;
-        scalar_t const* xp = p.x.const_data_ptr<scalar_t>();
-        scalar_t const* bp = p.bias.const_data_ptr<scalar_t>();
-        scalar_t* yp = y.mutable_data_ptr<scalar_t>();
-        at::parallel_for(0, n, kGRAIN, [&](int64_t begin, int64_t end) {
-            cpu::swishForwardRange<scalar_t, Acc>(xp, bp, yp, begin, end, p.spec);
-        });
-    });
+    at::Tensor b = p.bias;
+    BiasSpec spec = p.spec;
+    if (spec.inner == 1 && spec.channels > 1 && spec.channels < kMIN_RUN && n >= 16 * kMIN_RUN)
+    {
+        // A short last-dim bias cuts x into runs of a partial vector or two: repeat it to >= kMIN_RUN values, the
+        // same bias per element (bias[i % (C * k)] is bias[i % C]), in runs long enough to be vector work.
+        int64_t const reps = (kMIN_RUN + spec.channels - 1) / spec.channels;
+        b = p.bias.reshape({-1}).repeat({reps});
+        spec.channels *= reps;
+    }
+    void const* xp = p.x.const_data_ptr();
+    void const* bp = b.const_data_ptr();
+    void* yp = y.mutable_data_ptr();
+    auto const forward = cpuKernels().forward;
+    at::ScalarType const dtype = p.x.scalar_type();
+    at::parallel_for(0, n, kGRAIN, [&](int64_t begin, int64_t end) { forward(dtype, xp, bp, yp, begin, end, spec); });
     return y;
 }
 
@@ -73,12 +104,9 @@ at::Tensor biasGradCpu(at::Tensor const& g, at::Tensor const& bias)
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "swish_bias_grad_cpu", [&] {
         scalar_t const* gp = src.const_data_ptr<scalar_t>();
         scalar_t* dp = db.mutable_data_ptr<scalar_t>();
-        at::parallel_for(0, plan.tasks(), 1, [&](int64_t begin, int64_t end) {
-            for (int64_t t = begin; t < end; ++t)
-            {
-                cpu::biasGradTask<scalar_t, double>(gp, plan, t, partial.data());
-            }
-        });
+        auto const tasks = cpuKernels().biasGrad;
+        at::parallel_for(0, plan.tasks(), 1,
+            [&](int64_t begin, int64_t end) { tasks(src.scalar_type(), gp, plan, begin, end, partial.data()); });
         at::parallel_for(0, plan.channels, kGRAIN, [&](int64_t begin, int64_t end) {
             cpu::biasGradCombine<scalar_t, double>(plan, partial.data(), dp, begin, end);
         });
@@ -93,15 +121,13 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardCpu(at::Tensor const& grad, at::
     at::Tensor const g = grad.contiguous(fmt);
     at::Tensor const xc = x.contiguous(fmt);
     at::Tensor dx = at::empty(xc.sizes(), xc.options().memory_format(fmt));
-    int64_t const n = xc.numel();
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, xc.scalar_type(), "swish_backward_cpu", [&] {
-        using Acc = at::opmath_type<scalar_t>;
-        scalar_t const* gp = g.const_data_ptr<scalar_t>();
-        scalar_t const* xp = xc.const_data_ptr<scalar_t>();
-        scalar_t* dp = dx.mutable_data_ptr<scalar_t>();
-        at::parallel_for(0, n, kGRAIN,
-            [&](int64_t begin, int64_t end) { cpu::swishBackwardRange<scalar_t, Acc>(gp, xp, dp, begin, end); });
-    });
+    void const* gp = g.const_data_ptr();
+    void const* xp = xc.const_data_ptr();
+    void* dp = dx.mutable_data_ptr();
+    auto const backward = cpuKernels().backward;
+    at::ScalarType const dtype = xc.scalar_type();
+    at::parallel_for(
+        0, xc.numel(), kGRAIN, [&](int64_t begin, int64_t end) { backward(dtype, gp, xp, dp, begin, end); });
     int64_t const rank = x.dim();
     at::Tensor const db = biasGradCpu(kernelView(g, rank, fmt), kernelView(bias, rank, fmt));
     return {dx, fromKernelView(db, bias, fmt)};

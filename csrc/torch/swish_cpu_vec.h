@@ -1,0 +1,44 @@
+// The vectorized CPU kernels of the torch op, built once per instruction set (swish_cpu_vec.cpp) and picked at
+// run time the way ATen picks its own CPU kernels (at::get_cpu_capability(), which honours ATEN_CPU_CAPABILITY).
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+
+#include "kernels/bias_layout.h"
+#include "kernels/swish_cpu.h"
+
+namespace torchtrt_swish {
+namespace cpu_vec {
+
+//! One instruction set's kernels. Each works on the flat range [begin, end) of contiguous buffers of dtype, so a
+//! caller may cut a tensor anywhere (threads' chunks); an element's result does not depend on where it was cut.
+struct Kernels
+{
+    //! y[i] = x[i] / (1 + exp(-x[i])) + bias[(i / inner) % channels], computed in fp32 (fp64) and rounded once.
+    void (*forward)(
+        c10::ScalarType dtype, void const* x, void const* bias, void* y, int64_t begin, int64_t end, BiasSpec spec);
+    //! dx[i] = g[i] * s * (1 + x[i] * (1 - s)), s = 1 / (1 + exp(-x[i])), computed in fp32 (fp64), rounded once.
+    void (*backward)(c10::ScalarType dtype, void const* g, void const* x, void* dx, int64_t begin, int64_t end);
+    //! Tasks [begin, end) of plan over g (cpu::biasGradTask, fp64 partials): the same bits on every instruction set.
+    void (*biasGrad)(c10::ScalarType dtype, void const* g, cpu::BiasGradPlan const& plan, int64_t begin, int64_t end,
+        double* partial);
+};
+
+// One namespace per instruction set, named like ATen's CPU_CAPABILITY values; setup.py builds swish_cpu_vec.cpp
+// once for each with that macro and the matching -m flags. TORCHTRT_SWISH_CPU_X86 says the x86 ones were built.
+namespace DEFAULT {
+extern Kernels const kKernels;
+} // namespace DEFAULT
+#ifdef TORCHTRT_SWISH_CPU_X86
+namespace AVX2 {
+extern Kernels const kKernels;
+} // namespace AVX2
+namespace AVX512 {
+extern Kernels const kKernels;
+} // namespace AVX512
+#endif
+
+} // namespace cpu_vec
+} // namespace torchtrt_swish

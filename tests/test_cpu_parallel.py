@@ -1,0 +1,215 @@
+"""The CPU op on several threads: built against torch's OpenMP, work really spread over threads, the same bits on
+any thread count, and every per-instruction-set copy of the kernels right.
+
+at::parallel_for (OpenMP backend) cuts [0, n) into min(threads, ceil(n / grain)) chunks of ceil(n / chunks)
+elements; the cases below are chosen so that on 2, 3 and 4 threads every chunk starts inside a bias run (mid-
+channel) and off a 16-element vector boundary, where a wrong bias index or a tail computed differently would show.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import torchtrt_swish
+from test_ops import _assert_backward_close, _assert_close_to_reference
+
+ROOT = Path(__file__).resolve().parent.parent
+GRAIN = 32768  # kGRAIN of csrc/torch/swish_op.cpp: the elementwise at::parallel_for grain
+THREADS = (2, 3, 4)
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
+
+# (label, x shape, bias shape, run length: how many consecutive elements share one bias pattern).
+CASES = [
+    ("dim1", (5, 7, 53, 53), (7, 1, 1), 53 * 53),
+    ("lastdim", (131, 1001), (1001,), 1001),
+    ("scalar", (98315,), (1,), 98315),
+]
+# Also a last-dim bias of few channels, which the forward repeats into runs of >= 256 (kMIN_RUN of swish_op.cpp).
+SAME_BITS_CASES = CASES + [("lastdim7", (14045, 7), (7,), 7)]
+OPENMP = "ATen parallel backend: OpenMP" in torch.__config__.parallel_info()
+needs_openmp = pytest.mark.skipif(not OPENMP, reason="this torch's ATen does not parallelize with OpenMP")
+
+
+def chunk_starts(n: int, threads: int) -> list[int]:
+    """Where at::parallel_for's OpenMP chunks after the first start, for n elements on `threads` threads."""
+    chunks = min(threads, -(-n // GRAIN))
+    size = -(-n // chunks)
+    return [k * size for k in range(1, chunks) if k * size < n]
+
+
+def _inputs(shape, bshape, dtype, seed=24):
+    gen = torch.Generator().manual_seed(seed)
+    x = (torch.randn(shape, generator=gen, dtype=torch.float64) * 4).to(dtype)
+    b = torch.randn(bshape, generator=gen, dtype=torch.float64).to(dtype)
+    g = (torch.randn(shape, generator=gen, dtype=torch.float64) + 0.25).to(dtype)
+    return x, b, g
+
+
+@pytest.mark.parametrize("label,shape,bshape,run", CASES, ids=[c[0] for c in CASES])
+def test_cases_split_mid_run(label, shape, bshape, run):
+    """Each case makes every chunk on 2-4 threads start inside a run and off a vector boundary."""
+    n = torch.Size(shape).numel()
+    assert n > GRAIN
+    for t in THREADS:
+        starts = chunk_starts(n, t)
+        assert len(starts) == t - 1, f"{label}: {t} threads give {len(starts) + 1} chunks"
+        for s in starts:
+            assert 16 <= s % run <= run - 16 and s % 16, f"{label}: chunk start {s} on {t} threads is not mid-run"
+
+
+@needs_openmp
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("label,shape,bshape,run", SAME_BITS_CASES, ids=[c[0] for c in SAME_BITS_CASES])
+def test_forward_same_bits_for_any_thread_count(label, shape, bshape, run, dtype):
+    """y on 2, 3 and 4 threads equals y on 1 thread bit for bit, and each matches the fp64 reference."""
+    x, b, _ = _inputs(shape, bshape, dtype)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        y1 = torchtrt_swish.swish(x, b)
+        _assert_close_to_reference(y1, x, b)
+        for t in THREADS:
+            torch.set_num_threads(t)
+            yt = torchtrt_swish.swish(x, b)
+            _assert_close_to_reference(yt, x, b)
+            assert torch.equal(yt, y1), f"{label} {dtype}: y on {t} threads differs from 1 thread"
+    finally:
+        torch.set_num_threads(threads)
+
+
+@needs_openmp
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("label,shape,bshape,run", SAME_BITS_CASES, ids=[c[0] for c in SAME_BITS_CASES])
+def test_backward_same_bits_for_any_thread_count(label, shape, bshape, run, dtype):
+    """dx and dbias on 2, 3 and 4 threads equal 1 thread's bit for bit; 1 thread's match fp64 autograd."""
+    x, b, g = _inputs(shape, bshape, dtype)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        dx1, db1 = torch.ops.torchtrt_swish.swish_backward(g, x, b)
+        _assert_backward_close(x, b, g, f"{label} 1 thread")
+        for t in THREADS:
+            torch.set_num_threads(t)
+            dx, db = torch.ops.torchtrt_swish.swish_backward(g, x, b)
+            assert torch.equal(dx, dx1), f"{label} {dtype}: dx on {t} threads differs from 1 thread"
+            assert torch.equal(db, db1), f"{label} {dtype}: dbias on {t} threads differs from 1 thread"
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_result_does_not_depend_on_where_the_range_is_cut(dtype):
+    """swish(x[s:e]) is swish(x)[s:e] bit for bit: an element gives the same bits in a full vector and in a tail.
+
+    The 1-thread op on a slice runs the kernel on exactly that range, so random cuts move elements between the
+    vector body and the partial-vector tail (what thread chunks and bias runs do at their edges).
+    """
+    gen = torch.Generator().manual_seed(5)
+    x = (torch.randn(4096, generator=gen, dtype=torch.float64) * 8).to(dtype)
+    b = torch.randn(1, generator=gen, dtype=torch.float64).to(dtype)
+    g = torch.randn(4096, generator=gen, dtype=torch.float64).to(dtype)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        y = torchtrt_swish.swish(x, b)
+        dx = torch.ops.torchtrt_swish.swish_backward(g, x, b)[0]
+        cuts = torch.randint(0, 4097, (300, 2), generator=gen).sort(dim=1).values.tolist()
+        for s, e in cuts:
+            assert torch.equal(torchtrt_swish.swish(x[s:e], b), y[s:e]), f"{dtype}: y of x[{s}:{e}]"
+            assert torch.equal(torch.ops.torchtrt_swish.swish_backward(g[s:e], x[s:e], b)[0], dx[s:e]), (
+                f"{dtype}: dx of x[{s}:{e}]")
+    finally:
+        torch.set_num_threads(threads)
+
+
+# A fresh process, idle OpenMP threads asleep (not spinning): CPU time spent off the calling thread is our work.
+_THREAD_PROBE = r"""
+import sys, time, torch, torchtrt_swish
+torch.set_num_threads(int(sys.argv[1]))
+x = torch.randn(64, 64, 64, 64); g = torch.randn_like(x); b = torch.randn(64, 1, 1)
+calls = {"forward": lambda: torchtrt_swish.swish(x, b),
+         "backward": lambda: torch.ops.torchtrt_swish.swish_backward(g, x, b)}
+for name, call in calls.items():
+    call()
+    p0, t0 = time.process_time(), time.thread_time()
+    for _ in range(5):
+        call()
+    total, own = time.process_time() - p0, time.thread_time() - t0
+    print(name, (total - own) / total)
+"""
+
+
+def _off_thread_share(threads: int) -> dict[str, float]:
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", _THREAD_PROBE, str(threads)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return {name: float(v) for name, v in (line.split() for line in proc.stdout.splitlines())}
+
+
+@needs_openmp
+def test_work_runs_on_several_threads():
+    """On 2 threads a good part of the op's CPU time is spent off the calling thread; on 1 thread none is."""
+    serial, parallel = _off_thread_share(1), _off_thread_share(2)
+    for name in ("forward", "backward"):
+        assert serial[name] < 0.05, f"{name}: {serial[name]:.0%} off the calling thread with 1 thread"
+        assert parallel[name] > 0.25, f"{name}: only {parallel[name]:.0%} off the calling thread with 2 threads"
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(f"needs {name} (binutils), not on PATH")
+    return path
+
+
+def _needed(lib: str) -> list[str]:
+    out = subprocess.run([_tool("readelf"), "-d", lib], capture_output=True, text=True, check=True).stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+
+
+@needs_openmp
+def test_extension_links_torchs_openmp_runtime():
+    """_C calls GOMP_parallel (at::parallel_for compiled with -fopenmp) from the OpenMP library libtorch_cpu loads."""
+    ext = torchtrt_swish._C.__file__
+    undefined = subprocess.run([_tool("nm"), "-D", "--undefined-only", ext], capture_output=True, text=True,
+                               check=True).stdout
+    assert re.search(r"\bGOMP_parallel\b", undefined), "_C has no OpenMP parallel region: built without -fopenmp?"
+    torch_cpu = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
+    omp = [n for n in _needed(str(torch_cpu)) if re.match(r"lib(i?omp|gomp)", n)]
+    ours = [n for n in _needed(ext) if re.match(r"lib(i?omp|gomp)", n)]
+    assert omp and ours == omp, f"_C needs {ours}, libtorch_cpu needs {omp}"
+    if Path("/proc/self/maps").exists():
+        mapped = {line.split()[-1] for line in Path("/proc/self/maps").read_text().splitlines()
+                  if re.search(r"/lib(i?omp|gomp)[^/]*$", line)}
+        assert len(mapped) == 1, f"more than one OpenMP runtime loaded: {sorted(mapped)}"
+
+
+def _capabilities() -> list[str]:
+    import platform
+
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    return ["default"] + (["avx2", "avx512"] if x86 else [])
+
+
+@pytest.mark.parametrize("capability", _capabilities())
+def test_each_instruction_set_copy_matches_the_reference(capability):
+    """Under ATEN_CPU_CAPABILITY=<set> (the op follows ATen's choice), test_ops' CPU value tests pass."""
+    env = dict(os.environ, ATEN_CPU_CAPABILITY=capability, PYTHONPATH=str(ROOT))
+    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    got = probe.stdout.strip()
+    if got.lower() != capability:
+        pytest.skip(f"this CPU does not run {capability} (ATen picks {got})")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_ops.py", "-k",
+           "cpu and (forward_matches or backward_matches or special_values or nan_propagates)"]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert re.search(r"\b([4-9]|\d\d+) passed", proc.stdout), proc.stdout[-2000:]
