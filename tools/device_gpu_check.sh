@@ -128,7 +128,7 @@ if [[ $steps == *issue24* ]]; then
     cdt=${COMPILE_DTYPES:-bf16 fp32}
     t24=$(date +%s)
     for net in "${nets[@]}"; do for d in $cdt; do for task in train inference; do
-        ( TORCHINDUCTOR_COMPILE_THREADS=4 timeout ${WARM_TIMEOUT:-130} python3 benchmarks/bench_networks.py \
+        ( TORCHINDUCTOR_COMPILE_THREADS=4 timeout -k 10 ${WARM_TIMEOUT:-130} python3 benchmarks/bench_networks.py \
               ${NETWORK_ARGS:-} --networks "$net" \
               --dtypes "$d" --compile-dtypes "$d" --tasks "$task" --modes compile,graphs --compile-only \
               > "$OUT/warm_${net}_${d}_$task.log" 2>&1
@@ -141,7 +141,7 @@ if [[ $steps == *issue24* ]]; then
         left=$(( ${ISSUE24_BUDGET:-550} - ($(date +%s) - t0) ))
         per=$(( left / (${#nets[@]} - i) ))
         [ $per -ge 30 ] || per=30
-        timeout $per python3 benchmarks/bench_networks.py --networks "$net" --compile-dtypes "$(echo $cdt | tr ' ' ,)" \
+        timeout -k 10 $per python3 benchmarks/bench_networks.py --networks "$net" --compile-dtypes "$(echo $cdt | tr ' ' ,)" \
             --out "$OUT/networks_$net.csv" ${NETWORK_ARGS:-} > "$OUT/networks_$net.log" 2>&1
         nrc=$?
         grep -E "^(\||device|CHECK|wrote|[a-z_0-9]+: batch)" "$OUT/networks_$net.log"
