@@ -3,6 +3,8 @@
 // strategy's launch. The plans themselves are plain C++ in swish_backward_plan.h.
 #pragma once
 
+#include <type_traits>
+
 #include "swish_backward_plan.h"
 #include "swish_backward_step.cuh"
 
@@ -59,6 +61,22 @@ struct MainLaunch
     float* partial;
     cudaStream_t stream;
 };
+
+//! Calls launch(std::integral_constant<int, V>{}) with the plan's pack width V (16 / sizeof(T) or 1): the kernels
+//! are templates over it, and each strategy's launcher instantiates both.
+template <typename T, typename Launch>
+void byPackWidth(MainLaunch<T> const& l, Launch&& launch)
+{
+    constexpr int kV = 16 / sizeof(T);
+    if (l.plan.vec == kV)
+    {
+        launch(std::integral_constant<int, kV>{});
+    }
+    else
+    {
+        launch(std::integral_constant<int, 1>{});
+    }
+}
 
 //! The rows kernel (swish_backward_rows_cols.cu), for plans of kind kROWS.
 template <typename T>

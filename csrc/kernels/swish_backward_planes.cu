@@ -203,15 +203,9 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
 template <typename T>
 void launchPlanesKernel(MainLaunch<T> const& l)
 {
-    constexpr int kV = 16 / sizeof(T);
-    if (l.plan.vec == kV)
-    {
-        swishBackwardPlanesKernel<T, kV><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx, l.plan.planes, l.partial);
-    }
-    else
-    {
-        swishBackwardPlanesKernel<T, 1><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx, l.plan.planes, l.partial);
-    }
+    byPackWidth(l, [&](auto v) {
+        swishBackwardPlanesKernel<T, decltype(v)::value><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx, l.plan.planes, l.partial);
+    });
 }
 
 template void launchPlanesKernel(MainLaunch<float> const&);

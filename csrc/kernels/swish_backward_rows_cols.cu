@@ -231,29 +231,17 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
 template <typename T>
 void launchRowsKernel(MainLaunch<T> const& l)
 {
-    constexpr int kV = 16 / sizeof(T);
-    if (l.plan.vec == kV)
-    {
-        swishBackwardRowsKernel<T, kV><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx, l.plan.rows, l.partial);
-    }
-    else
-    {
-        swishBackwardRowsKernel<T, 1><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx, l.plan.rows, l.partial);
-    }
+    byPackWidth(l, [&](auto v) {
+        swishBackwardRowsKernel<T, decltype(v)::value><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx, l.plan.rows, l.partial);
+    });
 }
 
 template <typename T>
 void launchColsKernel(MainLaunch<T> const& l)
 {
-    constexpr int kV = 16 / sizeof(T);
-    if (l.plan.vec == kV)
-    {
-        swishBackwardColsKernel<T, kV><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx, l.plan.cols, l.partial);
-    }
-    else
-    {
-        swishBackwardColsKernel<T, 1><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx, l.plan.cols, l.partial);
-    }
+    byPackWidth(l, [&](auto v) {
+        swishBackwardColsKernel<T, decltype(v)::value><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx, l.plan.cols, l.partial);
+    });
 }
 
 template void launchRowsKernel(MainLaunch<float> const&);
