@@ -7,6 +7,7 @@ channel) and off a 16-element vector boundary, where a wrong bias index or a tai
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -64,47 +65,55 @@ def test_cases_split_mid_run(label, shape, bshape, run):
             assert 16 <= s % run <= run - 16 and s % 16, f"{label}: chunk start {s} on {t} threads is not mid-run"
 
 
+@contextlib.contextmanager
+def _num_threads(n: int):
+    """torch's intra-op thread count set to n inside the block, the previous count restored after it."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
+over_dtypes = pytest.mark.parametrize("dtype", DTYPES, ids=str)
+over_same_bits_cases = pytest.mark.parametrize("label,shape,bshape,run", SAME_BITS_CASES,
+                                               ids=[c[0] for c in SAME_BITS_CASES])
+
+
 @needs_openmp
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("label,shape,bshape,run", SAME_BITS_CASES, ids=[c[0] for c in SAME_BITS_CASES])
+@over_dtypes
+@over_same_bits_cases
 def test_forward_same_bits_for_any_thread_count(label, shape, bshape, run, dtype):
     """y on 2, 3 and 4 threads equals y on 1 thread bit for bit, and each matches the fp64 reference."""
     x, b, _ = _inputs(shape, bshape, dtype)
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
+    with _num_threads(1):
         y1 = torchtrt_swish.swish(x, b)
         _assert_close_to_reference(y1, x, b)
-        for t in THREADS:
-            torch.set_num_threads(t)
+    for t in THREADS:
+        with _num_threads(t):
             yt = torchtrt_swish.swish(x, b)
             _assert_close_to_reference(yt, x, b)
-            assert torch.equal(yt, y1), f"{label} {dtype}: y on {t} threads differs from 1 thread"
-    finally:
-        torch.set_num_threads(threads)
+        assert torch.equal(yt, y1), f"{label} {dtype}: y on {t} threads differs from 1 thread"
 
 
 @needs_openmp
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("label,shape,bshape,run", SAME_BITS_CASES, ids=[c[0] for c in SAME_BITS_CASES])
+@over_dtypes
+@over_same_bits_cases
 def test_backward_same_bits_for_any_thread_count(label, shape, bshape, run, dtype):
     """dx and dbias on 2, 3 and 4 threads equal 1 thread's bit for bit; 1 thread's match fp64 autograd."""
     x, b, g = _inputs(shape, bshape, dtype)
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
+    with _num_threads(1):
         dx1, db1 = torch.ops.torchtrt_swish.swish_backward(g, x, b)
         _assert_backward_close(x, b, g, f"{label} 1 thread")
-        for t in THREADS:
-            torch.set_num_threads(t)
+    for t in THREADS:
+        with _num_threads(t):
             dx, db = torch.ops.torchtrt_swish.swish_backward(g, x, b)
-            assert torch.equal(dx, dx1), f"{label} {dtype}: dx on {t} threads differs from 1 thread"
-            assert torch.equal(db, db1), f"{label} {dtype}: dbias on {t} threads differs from 1 thread"
-    finally:
-        torch.set_num_threads(threads)
+        assert torch.equal(dx, dx1), f"{label} {dtype}: dx on {t} threads differs from 1 thread"
+        assert torch.equal(db, db1), f"{label} {dtype}: dbias on {t} threads differs from 1 thread"
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@over_dtypes
 def test_result_does_not_depend_on_where_the_range_is_cut(dtype):
     """swish(x[s:e]) is swish(x)[s:e] bit for bit: an element gives the same bits in a full vector and in a tail.
 
@@ -115,9 +124,7 @@ def test_result_does_not_depend_on_where_the_range_is_cut(dtype):
     x = (torch.randn(4096, generator=gen, dtype=torch.float64) * 8).to(dtype)
     b = torch.randn(1, generator=gen, dtype=torch.float64).to(dtype)
     g = torch.randn(4096, generator=gen, dtype=torch.float64).to(dtype)
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
+    with _num_threads(1):
         y = torchtrt_swish.swish(x, b)
         dx = torch.ops.torchtrt_swish.swish_backward(g, x, b)[0]
         cuts = torch.randint(0, 4097, (300, 2), generator=gen).sort(dim=1).values.tolist()
@@ -125,8 +132,6 @@ def test_result_does_not_depend_on_where_the_range_is_cut(dtype):
             assert torch.equal(torchtrt_swish.swish(x[s:e], b), y[s:e]), f"{dtype}: y of x[{s}:{e}]"
             assert torch.equal(torch.ops.torchtrt_swish.swish_backward(g[s:e], x[s:e], b)[0], dx[s:e]), (
                 f"{dtype}: dx of x[{s}:{e}]")
-    finally:
-        torch.set_num_threads(threads)
 
 
 # A fresh process, idle OpenMP threads asleep (not spinning): CPU time spent off the calling thread is our work.
