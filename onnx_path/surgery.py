@@ -357,9 +357,10 @@ def _seed_match(node: gs.Node, graph: gs.Graph):
         info = _decode_info(node, _const_values(node.inputs[1], graph)) if len(node.inputs) > 1 else None
         if info is None:
             return None if node.op == "Plugin" else "second input is not a Constant of character codes holding JSON"
-        if node.op == "Plugin" and info.get("name") not in SEED_NAMES:
-            return None
-        _check_seed_structure(node, 3)
+        if node.op == "Plugin":  # a generic Plugin is ours only once its info names a swish
+            if info.get("name") not in SEED_NAMES:
+                return None
+            _check_seed_structure(node, 3)
         return info, node.inputs[2] if len(node.inputs) > 2 else None
     return None
 
@@ -515,14 +516,14 @@ def run_surgery(
             if not node.name:
                 node.name = _unique(f"{node.op}_{index}", taken)
     names = _Names(graph)
+    steps = {"seed": lambda g: g.convert_seed_swish(names=names),
+             "onnx-swish": lambda g: g.convert_onnx_swish(fold_bias, names=names),
+             "sigmoid-mul": lambda g: g.fuse_sigmoid_mul(fold_bias, names=names)}
     for name in PASSES:  # fixed order: seeds first, then ONNX Swish, then the generic pattern
         if name not in passes:
             continue
         for g in graphs:
-            steps = {"seed": lambda: g.convert_seed_swish(names=names),
-                     "onnx-swish": lambda: g.convert_onnx_swish(fold_bias, names=names),
-                     "sigmoid-mul": lambda: g.fuse_sigmoid_mul(fold_bias, names=names)}
-            done, refused = steps[name]()
+            done, refused = steps[name](g)
             report.replaced += done
             report.refused += refused
     if not report.replaced:
