@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 import warnings
 
 import pytest
 from tools_native import ROOT
 from trt_plugin.harness import PLUGIN_PATH, needs_plugin
+from trt_plugin.test_library_file import _elf_dynamic
 
 
 def _readme_needed() -> list[str]:
@@ -19,11 +18,9 @@ def _readme_needed() -> list[str]:
 
 
 @needs_plugin
-@pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf (binutils) is not installed")
 def test_readme_states_the_plugins_needed_list():
-    out = subprocess.run(["readelf", "-d", str(PLUGIN_PATH)], capture_output=True, text=True, check=True).stdout
-    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
-    assert needed, out
+    needed = _elf_dynamic(PLUGIN_PATH)[0]
+    assert needed, PLUGIN_PATH
     assert sorted(_readme_needed()) == sorted(needed)
 
 
