@@ -247,8 +247,8 @@ def module_row(name: str, extra: str | None = None, *, minimum: str | None = Non
     return Row("environment", name, PASS, version), module
 
 
-def environment_rows() -> tuple[list[Row], dict[str, Any]]:
-    """Python, torch, this package, the GPU, Torch-TensorRT and the extras' modules; and what later checks need."""
+def environment_rows() -> tuple[list[Row], list[Row], dict[str, Any]]:
+    """(Python, torch, this package and the GPU; Torch-TensorRT and the extras' modules; what later checks need)."""
     import torch
 
     import torchtrt_swish
@@ -278,12 +278,12 @@ def environment_rows() -> tuple[list[Row], dict[str, Any]]:
     row, found["torch_tensorrt"] = module_row("torch_tensorrt")
     if row.status == FAIL and not gpu:
         row = Row("environment", "torch_tensorrt", SKIPPED, f"installed; needs a GPU to import ({row.detail})")
-    rows.append(row)
+    module_rows = [row]
     for extra, modules in EXTRAS.items():
         for name in modules:
             row, found[name] = module_row(name, extra, minimum=POLYGRAPHY_MIN if name == "polygraphy" else None)
-            rows.append(row)
-    return rows, found
+            module_rows.append(row)
+    return rows, module_rows, found
 
 
 # --------------------------------------------------------------------------------------------------------- op
@@ -467,7 +467,7 @@ def collect() -> list[Row]:
     """Every row, in the order of the table."""
     from .plugin import plugin_library_path
 
-    env, found = environment_rows()
+    machine, modules, found = environment_rows()
     try:
         library = plugin_library_path()
     except FileNotFoundError as exc:
@@ -478,7 +478,7 @@ def collect() -> list[Row]:
     else:
         library_row = Row("plugin", "library", FAIL if importable else SKIPPED,
                           missing if importable else f"no TensorRT imports, so it is not needed here ({missing})")
-    return env[:4] + trt_env + env[4:] + op_rows(found["gpu"]) + [library_row, *plugin] + engine_rows(
+    return machine + trt_env + modules + op_rows(found["gpu"]) + [library_row, *plugin] + engine_rows(
         found, importable, library)
 
 
