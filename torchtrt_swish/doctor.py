@@ -482,19 +482,22 @@ def collect() -> list[Row]:
         found, importable, library)
 
 
+def counts(rows: list[Row]) -> dict[str, int]:
+    """How many rows have each status, PASS, FAIL and SKIPPED in that order."""
+    return {s: sum(r.status == s for r in rows) for s in (PASS, FAIL, SKIPPED)}
+
+
 def table(rows: list[Row]) -> str:
     """The rows as an aligned text table with a one-line verdict."""
     widths = [max(len(getattr(r, f)) for r in rows) for f in ("section", "check", "status")]
     lines = [f"{r.section:<{widths[0]}}  {r.check:<{widths[1]}}  {r.status:<{widths[2]}}  {r.detail}" for r in rows]
-    counts = {s: sum(r.status == s for r in rows) for s in (PASS, FAIL, SKIPPED)}
-    verdict = ", ".join(f"{n} {s}" for s, n in counts.items())
+    verdict = ", ".join(f"{n} {s}" for s, n in counts(rows).items())
     return "\n".join(lines + [f"torchtrt-swish doctor: {verdict}"])
 
 
 def report(rows: list[Row]) -> dict:
     """The rows as the JSON object of --json."""
-    return {"rows": [dataclasses.asdict(r) for r in rows],
-            "counts": {s: sum(r.status == s for r in rows) for s in (PASS, FAIL, SKIPPED)}}
+    return {"rows": [dataclasses.asdict(r) for r in rows], "counts": counts(rows)}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
