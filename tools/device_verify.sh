@@ -11,14 +11,10 @@ set -uo pipefail
 OUT=${OUT:-/tmp/out}
 L=$OUT/logs
 mkdir -p "$L"
-export PYTHONUNBUFFERED=1 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
-export TORCHTRT_SWISH_NO_FETCH=1
+source tools/device_prelude.sh
 finish() { tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$L"; }
 trap finish EXIT
-if [ -d .whl ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-        && export PYTHONPATH=/tmp/site
-fi
+install_carried_wheels
 if [ -d .lean ]; then
     for v in $(awk '!/^#/ && NF {print $1}' tests/trt_lean_pins.txt | sort -u); do
         PIP_NO_INDEX=1 PIP_FIND_LINKS=$PWD/.lean timeout 60 python3 tests/trt_lean.py install "$v" 2>&1 | tail -1
@@ -27,10 +23,7 @@ fi
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
   python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'; } | tee "$L/machine.txt"
 
-t0=$(date +%s)
-python3 -m pip install -q --no-build-isolation --no-deps -v -e . > "$L/build.log" 2>&1 || { tail -40 "$L/build.log"; exit 1; }
-grep -F "[torchtrt_swish build]" "$L/build.log"
-echo "build: $(( $(date +%s) - t0 )) s"
+build_from_source "$L"
 
 rc=0
 xdist=$(python3 -c 'import xdist' 2>/dev/null && echo "-n 4")

@@ -7,16 +7,9 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
-export TORCHTRT_SWISH_NO_FETCH=1
-if [ -d .whl ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-        && export PYTHONPATH=/tmp/site
-fi
-t0=$(date +%s)
-python3 -m pip install -q --no-build-isolation --no-deps -v -e . > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
-grep -F "[torchtrt_swish build]" "$OUT/build.log" | tail -3
-echo "build: $(( $(date +%s) - t0 )) s"
+source tools/device_prelude.sh
+install_carried_wheels
+build_from_source "$OUT"
 
 ROWS="--layouts nchw_256x14x14_n64 --dtypes float16,bfloat16 --with-compile"
 SCALAR="--sizes 20,24 --dtypes float16 --with-compile"

@@ -1,0 +1,21 @@
+# Sourced by the one-call H200 scripts (device_gpu_check.sh, device_verify.sh, ncu_open_rows.sh), from the
+# repository root: the environment they share, and two steps each of them runs.
+export PYTHONUNBUFFERED=1 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
+export TORCHTRT_SWISH_NO_FETCH=1
+
+# The carried .whl wheels (onnx-graphsurgeon, polygraphy): the machine has no index to install them from.
+install_carried_wheels() {
+    if [ -d .whl ]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+            .whl/*.whl && export PYTHONPATH=/tmp/site
+    fi
+}
+
+# Build from source against the machine's torch, the log in $1/build.log; a failed build ends the script.
+build_from_source() {
+    local start log=$1/build.log
+    start=$(date +%s)
+    python3 -m pip install -q --no-build-isolation --no-deps -v -e . > "$log" 2>&1 || { tail -40 "$log"; exit 1; }
+    grep -F "[torchtrt_swish build]" "$log"
+    echo "build: $(( $(date +%s) - start )) s"
+}
