@@ -6,10 +6,10 @@
 // (inline functions of the included headers are shared: setup.py links the baseline objects first, so the kept
 // copy runs on any CPU). Every copy is built with -ffp-contract=off: the formula is evaluated as written, never
 // fused into an FMA in one loop and not in another, so a full vector and a tail give the same bits.
+#include <ATen/Dispatch.h>
 #include <ATen/cpu/vec/functional.h> // the fp16/bf16 <-> fp32 conversions (convert_to_float, convert_from_float)
 #include <ATen/cpu/vec/vec.h>
 #include <c10/util/BFloat16.h>
-#include <c10/util/Exception.h>
 #include <c10/util/Half.h>
 
 #include <type_traits>
@@ -134,41 +134,24 @@ void biasGradTyped(void const* gv, cpu::BiasGradPlan const& plan, int64_t begin,
     }
 }
 
+// The op checks dtype before any kernel runs (prepare, checkBackward), so the dispatch's own error is a backstop.
 void forward(c10::ScalarType dtype, void const* x, void const* bias, void* y, int64_t begin, int64_t end, BiasSpec spec)
 {
-    switch (dtype)
-    {
-    case c10::ScalarType::Float: return forwardTyped<float>(x, bias, y, begin, end, spec);
-    case c10::ScalarType::Double: return forwardTyped<double>(x, bias, y, begin, end, spec);
-    case c10::ScalarType::Half: return forwardTyped<c10::Half>(x, bias, y, begin, end, spec);
-    case c10::ScalarType::BFloat16: return forwardTyped<c10::BFloat16>(x, bias, y, begin, end, spec);
-    default: TORCH_CHECK(false, "swish: no CPU kernel for dtype ", c10::toString(dtype));
-    }
+    AT_DISPATCH_FLOATING_TYPES_AND2(c10::kHalf, c10::kBFloat16, dtype, "swish_cpu",
+        [&] { forwardTyped<scalar_t>(x, bias, y, begin, end, spec); });
 }
 
 void backward(c10::ScalarType dtype, void const* g, void const* x, void* dx, int64_t begin, int64_t end)
 {
-    switch (dtype)
-    {
-    case c10::ScalarType::Float: return backwardTyped<float>(g, x, dx, begin, end);
-    case c10::ScalarType::Double: return backwardTyped<double>(g, x, dx, begin, end);
-    case c10::ScalarType::Half: return backwardTyped<c10::Half>(g, x, dx, begin, end);
-    case c10::ScalarType::BFloat16: return backwardTyped<c10::BFloat16>(g, x, dx, begin, end);
-    default: TORCH_CHECK(false, "swish_backward: no CPU kernel for dtype ", c10::toString(dtype));
-    }
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        c10::kHalf, c10::kBFloat16, dtype, "swish_backward_cpu", [&] { backwardTyped<scalar_t>(g, x, dx, begin, end); });
 }
 
 void biasGrad(
     c10::ScalarType dtype, void const* g, cpu::BiasGradPlan const& plan, int64_t begin, int64_t end, double* partial)
 {
-    switch (dtype)
-    {
-    case c10::ScalarType::Float: return biasGradTyped<float>(g, plan, begin, end, partial);
-    case c10::ScalarType::Double: return biasGradTyped<double>(g, plan, begin, end, partial);
-    case c10::ScalarType::Half: return biasGradTyped<c10::Half>(g, plan, begin, end, partial);
-    case c10::ScalarType::BFloat16: return biasGradTyped<c10::BFloat16>(g, plan, begin, end, partial);
-    default: TORCH_CHECK(false, "swish_backward: no CPU bias gradient for dtype ", c10::toString(dtype));
-    }
+    AT_DISPATCH_FLOATING_TYPES_AND2(c10::kHalf, c10::kBFloat16, dtype, "swish_bias_grad_cpu",
+        [&] { biasGradTyped<scalar_t>(g, plan, begin, end, partial); });
 }
 
 } // namespace
