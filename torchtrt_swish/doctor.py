@@ -79,16 +79,6 @@ def _version(module: Any) -> str:
         return "(version unknown)"
 
 
-def _numbers(version: str) -> tuple[int, ...]:
-    out = []
-    for part in version.split(".")[:3]:
-        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
-        if not digits:
-            break
-        out.append(int(digits))
-    return tuple(out)
-
-
 # ------------------------------------------------------------------------------------------- TensorRT flavours
 
 
@@ -231,6 +221,8 @@ def tensorrt_rows(library: Path | None) -> tuple[list[Row], list[Row], dict[str,
 
 def module_row(name: str, extra: str | None = None, *, minimum: str | None = None) -> tuple[Row, Any]:
     """(row, module or None) for an optional module: its version, not installed (naming the extra), or its error."""
+    from torch.torch_version import TorchVersion  # PEP 440 ordering (torch's vendored packaging) for any version
+
     from .extras import install_hint
 
     if not _installed(name):
@@ -241,7 +233,7 @@ def module_row(name: str, extra: str | None = None, *, minimum: str | None = Non
     except Exception as exc:  # noqa: BLE001 - reported as the row's reason
         return Row("environment", name, FAIL, f"installed, but does not import: {first_line(exc)}"), None
     version = _version(module)
-    if minimum is not None and _numbers(version) < _numbers(minimum):
+    if minimum is not None and TorchVersion(version) < minimum:
         return Row("environment", name, FAIL, f"{version} is older than the {minimum} this package needs: "
                                               f"pip install '{name}>={minimum}'"), module
     return Row("environment", name, PASS, version), module
