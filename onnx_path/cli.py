@@ -400,7 +400,14 @@ class Check(Tool):
 
     def run(self, args) -> int:
         """Parity report (Polygraphy) of an ONNX file's CPU executors (and a TensorRT engine) against a reference."""
-        from onnx_path.common import SWISH_ELEM_TYPES, elem_type_name, graph_inputs, load_model, numpy_dtype_for
+        from onnx_path.common import (
+            SWISH_ELEM_TYPES,
+            elem_type_name,
+            first_line,
+            graph_inputs,
+            load_model,
+            numpy_dtype_for,
+        )
         from onnx_path.contract import check_swish_nodes
         from onnx_path.export import ExportError
         from onnx_path.parity import (
@@ -462,8 +469,8 @@ class Check(Tool):
                 baseline = export_baseline(torch_model, model, feeds[0])
                 baseline_name = f"{args.torch_model} exported in {model_dtype}"
             except (ExportError, RuntimeError, ValueError) as exc:  # the check goes on, judged by the tolerances alone
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                baseline_skipped = f"{args.torch_model} could not be exported as a baseline ({first})"
+                baseline_skipped = (f"{args.torch_model} could not be exported as a baseline "
+                                    f"({first_line(exc) or type(exc).__name__})")
         tolerances = None
         if args.atol is not None or args.rtol is not None:
             atol, rtol = TOLERANCES[model_dtype]

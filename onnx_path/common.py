@@ -40,6 +40,7 @@ __all__ = [
     "atomic_output",
     "write_text_atomic",
     "node_label",
+    "first_line",
     "subgraphs",
     "iter_graphs",
     "all_nodes",
@@ -182,6 +183,11 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
     with atomic_output(path) as tmp:
         tmp.write_text(text)
     return path
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's text ('' when it has none): one-line messages from multi-line errors."""
+    return (str(exc).strip().splitlines() or [""])[0]
 
 
 def node_label(node: onnx.NodeProto, index: int) -> str:

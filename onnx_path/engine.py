@@ -24,6 +24,7 @@ from torchtrt_swish.shapes import DEFAULT_BATCH_RANGE, input_range, parse_shape_
 
 from .common import (
     OnnxInputError,
+    first_line,
     graph_inputs,
     is_swish_node,
     load_model,
@@ -171,9 +172,8 @@ def _unexpected_errors(trt) -> Iterator[None]:
     except Exception as exc:  # noqa: BLE001 - turned into the one-line error the CLI prints
         import polygraphy  # noqa: PLC0415
 
-        first = (str(exc).strip().splitlines() or [""])[0]
         raise EngineBuildError(
-            f"building the engine failed unexpectedly ({type(exc).__name__}: {first}) with TensorRT "
+            f"building the engine failed unexpectedly ({type(exc).__name__}: {first_line(exc)}) with TensorRT "
             f"{getattr(trt, '__version__', '?')} and Polygraphy {getattr(polygraphy, '__version__', '?')}; "
             f"Polygraphy >= {POLYGRAPHY_MIN} is needed for TensorRT 11 (pip install 'polygraphy>={POLYGRAPHY_MIN}')"
         ) from exc

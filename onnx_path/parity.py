@@ -49,7 +49,7 @@ from polygraphy.logger import G_LOGGER
 
 from torchtrt_swish.dtypes import TOLERANCES
 
-from .common import elem_type_name, flush_denormals, graph_inputs, numpy_dtype_for
+from .common import elem_type_name, first_line, flush_denormals, graph_inputs, numpy_dtype_for
 from .feeds import FeedError, onnx_input_metadata, random_feeds, show_shape
 from .reference import ReferenceExecutor, numpy_to_torch, ort_session
 from .verdict import (
@@ -347,8 +347,7 @@ def _trt_runner(engine_path: str | Path, name: str):
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
+    return f"{type(exc).__name__}: {first_line(exc)}"
 
 
 def _value_infos(values) -> dict[str, tuple[int, list | None]]:

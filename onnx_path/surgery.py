@@ -72,6 +72,7 @@ from .common import (
     SWISH_OP,
     OnnxInputError,
     all_nodes,
+    first_line,
     iter_graphs,
     numpy_dtype_for,
     op_counts,
@@ -473,13 +474,12 @@ def _check_emitted(model: onnx.ModelProto, out: onnx.ModelProto) -> None:
     try:
         onnx.checker.check_model(out)
     except onnx.checker.ValidationError as exc:
-        first = (str(exc).strip().splitlines() or [""])[0]
         try:
             onnx.checker.check_model(model)
         except onnx.checker.ValidationError as original:
-            why = (str(original).strip().splitlines() or [""])[0]
-            raise OnnxInputError(f"the input model fails onnx.checker ({why}); fix it before fusing") from None
-        raise RuntimeError(f"surgery emitted a model that fails onnx.checker: {first}") from exc
+            raise OnnxInputError(f"the input model fails onnx.checker ({first_line(original)}); fix it before "
+                                 "fusing") from None
+        raise RuntimeError(f"surgery emitted a model that fails onnx.checker: {first_line(exc)}") from exc
 
 
 def run_surgery(
