@@ -253,13 +253,15 @@ def _esc(p: Path | str) -> str:
     return str(p).replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
 
-def _pybind11_includes() -> list[str]:
+def _pybind11_module(name: str) -> tuple[Path, list[str]] | None:
+    """A pybind11 module's path in BUILD and its extra compile flags, or None when pybind11 is not installed."""
     try:
         import pybind11
-
-        return [pybind11.get_include()]
     except ImportError:
-        return []
+        return None
+    module = BUILD / f"{name}{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
+    return module, ["-isystem", sysconfig.get_paths()["include"], "-isystem", pybind11.get_include(),
+                    "-fvisibility=hidden"]
 
 
 def _objects(lines: list[str], rule: str, sources: list[Path], subdir: str, cflags: list[str] | None = None):
@@ -281,14 +283,12 @@ def _harness_targets(lines: list[str], trt_flags: list[str], base_cflags: list[s
     harness_srcs = sorted(harness_dir.glob("*.cpp"))
     if not harness_srcs:
         return []
-    pyinc = _pybind11_includes()
-    if not pyinc:
+    pymod = _pybind11_module("_trt_harness")
+    if pymod is None:
         res.notes.append("conformance harness NOT built: pybind11 is not installed")
         return []
-    harness = BUILD / f"_trt_harness{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
-    hflags = base_cflags + ["-isystem", str(trt_inc), "-isystem", sysconfig.get_paths()["include"],
-                            *(a for p in pyinc for a in ("-isystem", p)),
-                            "-fvisibility=hidden", "-Wno-deprecated-declarations"]
+    harness, pyflags = pymod
+    hflags = base_cflags + ["-isystem", str(trt_inc), *pyflags, "-Wno-deprecated-declarations"]
     hobjs = _objects(lines, "cxx", harness_srcs, "trt_harness", hflags)
     lines.append(f"build {_esc(harness)}: link_cxx {' '.join(_esc(o) for o in hobjs)}")
     lines.append("  ldflags = -ldl")
@@ -308,16 +308,14 @@ def _harness_targets(lines: list[str], trt_flags: list[str], base_cflags: list[s
 def _plan_targets(lines: list[str], base_cflags: list[str], cuda_inc: Path, res: NativeResult) -> list[Path]:
     """The planner test module of tests/backward_plan, built without CUDA's include path; return the targets."""
     srcs = sorted((ROOT / "tests" / "backward_plan").glob("*.cpp"))
-    pyinc = _pybind11_includes()
     if not srcs:
         return []
-    if not pyinc:
+    pymod = _pybind11_module("_backward_plan")
+    if pymod is None:
         res.notes.append("backward planner test module NOT built: pybind11 is not installed")
         return []
-    module = BUILD / f"_backward_plan{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
-    flags = [f for f in base_cflags if f != f"-I{cuda_inc}"] + [
-        "-isystem", sysconfig.get_paths()["include"], *(a for p in pyinc for a in ("-isystem", p)),
-        "-fvisibility=hidden"]
+    module, pyflags = pymod
+    flags = [f for f in base_cflags if f != f"-I{cuda_inc}"] + pyflags
     objs = _objects(lines, "cxx", srcs, "backward_plan", flags)
     lines.append(f"build {_esc(module)}: link_cxx {' '.join(_esc(o) for o in objs)}")
     res.plan_module = module
