@@ -8,11 +8,10 @@ from ._torch_pin import mismatch_message
 try:
     from ._build_info import TORCH_VERSION as _BUILT_WITH_TORCH
 except ImportError:  # pragma: no cover - a tree built before setup.py recorded it: loading _C is the only check
-    _BUILT_WITH_TORCH = None
-if _BUILT_WITH_TORCH is not None:
+    pass
+else:
     # Checked before _C loads: under another torch its load fails with an undefined C++ symbol, or worse, succeeds.
-    _mismatch = mismatch_message(_BUILT_WITH_TORCH, torch.__version__)
-    if _mismatch:
+    if _mismatch := mismatch_message(_BUILT_WITH_TORCH, torch.__version__):
         raise ImportError(_mismatch)
 
 try:
