@@ -123,6 +123,9 @@ def _writable_problem(path: Path) -> str | None:
     return None
 
 
+_ONNX_INPUTS = ("input", "--reference")  # the _check_paths inputs that are ONNX files
+
+
 def _check_paths(inputs: dict[str, Path | str | None], outputs: dict[str, Path | None]) -> None:
     """UsageError unless every output can be written and none is an input (or its external data) or another output."""
     from onnx_path.common import external_data_files
@@ -131,8 +134,9 @@ def _check_paths(inputs: dict[str, Path | str | None], outputs: dict[str, Path |
     for opt, p in inputs.items():
         if p is not None:
             seen[_same_file_key(Path(p))] = f"{opt} {p}"
-            # An ONNX input's weights may live in other files: writing over one of them ruins the input too.
-            for data in external_data_files(p) if Path(p).is_file() else ():
+            # An ONNX input's weights may live in other files: writing over one of them ruins the input too. Only
+            # the ONNX inputs are read for them: an engine or a plugin library is no model (and may be large).
+            for data in external_data_files(p) if opt in _ONNX_INPUTS and Path(p).is_file() else ():
                 seen.setdefault(_same_file_key(data), f"{opt}'s external data {data}")
     for opt, path in outputs.items():
         if path is None:
