@@ -31,7 +31,7 @@ from onnx.reference.ops import load_op
 import torchtrt_swish
 
 from .common import SWISH_DOMAIN, SWISH_OP, is_swish_node, iter_graphs
-from .contract import identity_problem
+from .contract import identity_problem, value_types
 
 ORT_DOMAIN = "ai.onnx.contrib"
 BACKENDS = ("reference", "ort")
@@ -183,29 +183,17 @@ def _register_ort_ops() -> None:
         _registered_ort_ops.add(op_type)
 
 
-def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
-    try:
-        model = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # noqa: BLE001 - best effort, missing types fall back to float32 below
-        pass
-    types = {}
-    for _, g in iter_graphs(model.graph):
-        types.update({vi.name: vi.type.tensor_type.elem_type for vi in [*g.input, *g.value_info, *g.output]})
-        types.update({t.name: t.data_type for t in g.initializer})
-    return types
-
-
 def rewrite_for_ort(model: onnx.ModelProto) -> onnx.ModelProto:
     """Copy of `model` whose SwishBias nodes are onnxruntime-extensions Python ops in ai.onnx.contrib."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    types = _elem_types(model)
+    types = value_types(model)  # best effort: an x of unknown type falls back to float32 below
     for node in (n for _, g in iter_graphs(out.graph) for n in g.node):  # If/Loop/Scan bodies included
         if not is_swish_node(node):
             continue
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         _check_identity(node, attrs.get("plugin_version"), attrs.get("plugin_namespace"))
-        elem = types.get(node.input[0]) or onnx.TensorProto.FLOAT
+        elem = types.get(node.input[0], (None, None))[0] or onnx.TensorProto.FLOAT
         if elem not in _ORT_TYPES:
             raise ValueError(
                 f"{SWISH_OP} node {node.name!r}: the ONNX Runtime route supports float32 only, got "
