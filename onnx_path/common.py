@@ -215,18 +215,21 @@ def iter_graphs(graph: onnx.GraphProto, where: str = "") -> Iterator[tuple[str, 
             yield from iter_graphs(body, f"{where} / {inner}" if where else inner)
 
 
-def all_nodes(model: onnx.ModelProto) -> Iterator[tuple[str, int, onnx.NodeProto]]:
-    """(where, index, node) for the nodes of the main graph, its subgraphs and the model's functions."""
-    for where, graph in iter_graphs(model.graph):
+def _nodes_of(graphs: Iterator[tuple[str, onnx.GraphProto]]) -> Iterator[tuple[str, int, onnx.NodeProto]]:
+    for where, graph in graphs:
         for index, node in enumerate(graph.node):
             yield where, index, node
+
+
+def all_nodes(model: onnx.ModelProto) -> Iterator[tuple[str, int, onnx.NodeProto]]:
+    """(where, index, node) for the nodes of the main graph, its subgraphs and the model's functions."""
+    yield from _nodes_of(iter_graphs(model.graph))
     for function in model.functions:
+        where = f"function {function.name!r}"
         for index, node in enumerate(function.node):
-            yield f"function {function.name!r}", index, node
+            yield where, index, node
             for attr, body in subgraphs(node):
-                for inner, graph in iter_graphs(body, f"function {function.name!r} / {node.op_type} {attr}"):
-                    for i, n in enumerate(graph.node):
-                        yield inner, i, n
+                yield from _nodes_of(iter_graphs(body, f"{where} / {node.op_type} {attr}"))
 
 
 def text_attribute_problem(model: onnx.ModelProto) -> str | None:
