@@ -518,18 +518,20 @@ def test_cuda_kernels_compiled_when_nvcc_present():
 def test_forward_launch_shapes_agree_cuda(dtype, channels):
     """Every forward launch shape gives the fp64-close answer and the same bits for the same elements.
 
-    2^20 elements is the largest fp16/bf16 tensor of the 8-byte-pack kernel and the largest fp32 one of the
-    16-byte small kernel; 2^20 + 2048 takes the 16-byte small kernel (fp16/bf16) or the large one (fp32), 2^22 + 256
-    the large one (two packs per thread), and 2^20 + 3 with a scalar bias adds the scalar tail kernel. x is viewed
-    as rows of `channels` (bias on the last dim) or of 256 (scalar bias). The element math does not depend on the
-    launch shape, so the first 2^20 outputs must be the same bits in every case.
+    2^20 elements is the largest fp16/bf16 tensor of the 8-byte-pack kernel; 2^20 + 2048 takes the one-pack kernel
+    with 16-byte packs; 2^20 packs (2^23 fp16/bf16 elements, 2^22 fp32) is the largest tensor of the one-pack kernel
+    and 256 elements more take the two-packs-per-thread one; 2^20 + 3 with a scalar bias adds the scalar tail
+    kernel. x is viewed as rows of `channels` (bias on the last dim) or of 256
+    (scalar bias). The element math does not depend on the launch shape, so the first 2^20 outputs must be the same
+    bits in every case.
     """
     small = 1 << 20
-    flat = torch.randn((1 << 22) + 256, device="cuda", dtype=dtype) * 4
+    one_pack_bound = (1 << 20) * (16 // torch.empty(0, dtype=dtype).element_size())
+    flat = torch.randn(one_pack_bound + 256, device="cuda", dtype=dtype) * 4
     b = torch.randn(channels, device="cuda", dtype=dtype)
     width = 256 if channels == 1 else channels
     outs = []
-    for n in (small, small + 2048, flat.numel()):
+    for n in (small, small + 2048, one_pack_bound, flat.numel()):
         x = flat[:n].view(-1, width)
         y = torchtrt_swish.swish(x, b)
         _assert_close_to_reference(y, x, b)
@@ -630,7 +632,7 @@ def test_half_every_input_cuda(dtype):
     gen = torch.Generator(device="cuda").manual_seed(16)
     for b in (torch.tensor([0.0]), torch.tensor([-0.0]), torch.tensor([0.375]), torch.randn(256)):
         b = b.to("cuda", dtype)
-        for xs in (x, x.repeat(33, 1)):  # the 8-byte-pack kernel; the large one (two 16-byte packs per thread)
+        for xs in (x, x.repeat(129, 1)):  # the 8-byte-pack kernel; over 2^20 packs: two 16-byte packs per thread
             y = torchtrt_swish.swish(xs, b)
             want = (F.silu(xs.float()) + b.float()).to(dtype)
             # Below -88.72 exp(-x) overflows fp32 and silu is -0 (PyTorch's too), although bf16 could hold it.

@@ -19,9 +19,11 @@ __global__ void __launch_bounds__(kFINAL_THREADS) finalizeColumnsKernel(float co
     int64_t C, int colsPer, int64_t sliceRows, TOut* __restrict__ out)
 {
     __shared__ float smem[kFINAL_THREADS / 32 * 8]; // a sum per warp and column (colsPer <= 8)
+    // colsPer is a power of two: shifts, not the ~20 instructions of a run-time division each.
+    int const shift = __ffs(colsPer) - 1;
     int const tx = static_cast<int>(threadIdx.x) & (colsPer - 1);
-    int const ty = static_cast<int>(threadIdx.x) / colsPer;
-    int const lanes = static_cast<int>(blockDim.x) / colsPer;
+    int const ty = static_cast<int>(threadIdx.x) >> shift;
+    int const lanes = static_cast<int>(blockDim.x) >> shift;
     int64_t const c = static_cast<int64_t>(blockIdx.x) * colsPer + tx;
     int64_t const r0 = static_cast<int64_t>(blockIdx.y) * sliceRows;
     int64_t const r1 = min(R, r0 + sliceRows);
@@ -52,7 +54,7 @@ __global__ void __launch_bounds__(kFINAL_THREADS) finalizeColumnsKernel(float co
         // The warps' sums by one warp: lane l adds warps l / colsPer, + 32 / colsPer, ... of its column, then an xor
         // tree over the column's lanes (a fixed order), instead of one thread waiting on each shared load in turn.
         float total = 0.0f;
-        for (int w = lane / colsPer; w < warps; w += 32 / colsPer)
+        for (int w = lane >> shift; w < warps; w += 32 >> shift)
         {
             total += smem[w * colsPer + tx];
         }
@@ -103,8 +105,8 @@ cudaError_t sumColumns(FusedPlan const& plan, float* ws, T* dbias, cudaStream_t 
     if (plan.sumSlices > 1)
     {
         int64_t const sliceRows = (R + plan.sumSlices - 1) / plan.sumSlices;
-        SumShape const first = sumShape(sliceRows, C);
-        SumShape const second = sumShape(plan.sumSlices, C);
+        SumShape const first = sumShape(sliceRows, C, kSUM_SLICE_LANE_ROWS);
+        SumShape const second = sumShape(plan.sumSlices, C, kSUM_LANE_ROWS);
         if (first.blocks == 0)
         {
             return cudaErrorInvalidConfiguration;
@@ -116,7 +118,7 @@ cudaError_t sumColumns(FusedPlan const& plan, float* ws, T* dbias, cudaStream_t 
             slices, plan.sumSlices, C, second.colsPer, plan.sumSlices, dbias);
         return cudaGetLastError();
     }
-    SumShape const one = sumShape(R, C);
+    SumShape const one = sumShape(R, C, kSUM_LANE_ROWS);
     if (one.blocks == 0)
     {
         return cudaErrorInvalidConfiguration;

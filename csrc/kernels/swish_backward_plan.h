@@ -221,7 +221,19 @@ inline void planPlanes(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, 
                                                         : outer * p.splits;
 }
 
-// Column-sum launch: colsPer columns per block (a power of two <= 8) and enough row lanes for `rows` rows.
+// A thread of the column sums adds its rows one after another (four loads in flight). A small partial matrix gets
+// kSUM_LANE_ROWS rows per thread: [64][256] (NCHW [64,256,14,14]) in 512-thread blocks of one row per thread kept
+// the SMs busy for 618 of 5686 cycles (ncu), the launch then being the instructions of 16 warps that each add one
+// value, where inductor's 64-thread blocks add several. Past kSUM_MAX_LANE_ROWS rows per thread in the widest block
+// a tall partial matrix (small planes in a large tensor) takes longer to add up than to write, so it is summed in two
+// stages, the first over row slices of kSUM_SLICE_LANE_ROWS rows per thread in parallel blocks.
+constexpr int64_t kSUM_LANE_ROWS = 8;
+constexpr int64_t kSUM_MAX_LANE_ROWS = 8;
+constexpr int64_t kSUM_SLICE_LANE_ROWS = 4;
+static_assert(kSUM_LANE_ROWS <= kSUM_MAX_LANE_ROWS, "planSums: one stage only when the lanes are capped");
+
+// Column-sum launch: colsPer columns per block (a power of two <= 8) and a power of two of row lanes for about
+// laneRows rows each (at least one warp, at most kFINAL_THREADS threads).
 struct SumShape
 {
     int colsPer;
@@ -229,15 +241,16 @@ struct SumShape
     unsigned blocks;
 };
 
-inline SumShape sumShape(int64_t rows, int64_t channels)
+inline SumShape sumShape(int64_t rows, int64_t channels, int64_t laneRows)
 {
     SumShape s{1, 0, 0};
     while (s.colsPer < 8 && s.colsPer < channels)
     {
         s.colsPer *= 2;
     }
+    int64_t const want = (rows + laneRows - 1) / laneRows;
     int lanes = 1;
-    while (lanes < rows && lanes * s.colsPer < kFINAL_THREADS)
+    while (lanes < want && lanes * s.colsPer < kFINAL_THREADS)
     {
         lanes *= 2;
     }
@@ -246,16 +259,10 @@ inline SumShape sumShape(int64_t rows, int64_t channels)
     return s;
 }
 
-// A thread of the column sums adds its rows one after another (four loads in flight): past this many rows per
-// thread a tall partial matrix (small planes in a large tensor) takes longer to add up than to write, so it is
-// summed in two stages, the first over row slices of kSUM_SLICE_LANE_ROWS rows per thread in parallel blocks.
-constexpr int64_t kSUM_MAX_LANE_ROWS = 8;
-constexpr int64_t kSUM_SLICE_LANE_ROWS = 4;
-
 inline void planSums(FusedPlan& plan)
 {
     int64_t const R = plan.partialRows;
-    SumShape const one = sumShape(R, plan.channels);
+    SumShape const one = sumShape(R, plan.channels, kSUM_LANE_ROWS);
     int64_t const lanes = one.threads / one.colsPer;
     plan.sumSlices = 1;
     if (R > kSUM_MAX_LANE_ROWS * lanes)

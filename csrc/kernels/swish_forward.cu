@@ -7,6 +7,20 @@ namespace {
 
 using namespace detail;
 
+// Forward launch shapes. Up to kFWD_ONE_PACK_PACKS 16-byte packs, one pack per thread in 256-thread blocks: x and
+// y (16 MiB each at the bound) then stay in the 50 MB L2 of an H100/H200, where the tensor a network's previous
+// layer just wrote is found, and a launch is bound by latency, so the most threads (the most loads in flight) win
+// ([64,256,14,14] fp16: 1568 blocks of two packs per thread reached 49 % occupancy). Above, two packs per thread in
+// 128-thread blocks, which streamed faster from DRAM at 2^28 elements than four packs in 256-thread blocks
+// (docs/performance-notes.md).
+constexpr int64_t kFWD_ONE_PACK_PACKS = int64_t{1} << 20;
+constexpr int kFWD_ONE_PACK_THREADS = kTHREADS;
+static_assert(kFWD_ONE_PACK_THREADS % (kTHREADS / 2) == 0, "kLAST_FIXED: C / kVEC divides 128, so every block size");
+// fp16/bf16 tensors of at most this many 16-byte packs (2^20 elements) go through the one-pack kernel with 8-byte
+// packs instead: twice the threads, each with half the math ahead of its store, which shortens a launch that cannot
+// fill the chip. fp32 has half the elements per byte and lost at every size with narrow packs.
+constexpr int64_t kFWD_HALF_NARROW_PACKS = int64_t{1} << 17;
+
 enum class Mode : int
 {
     kSCALAR,      // one bias value
@@ -222,21 +236,23 @@ cudaError_t launchFwd(T const* x, T const* bias, T* y, int64_t nPacks, FwdParams
             return cudaSuccess;
         }
     }
-    bool const small = nPacks <= kFWD_SMALL_PACKS;
-    int const threads = small ? kTHREADS : kTHREADS / 2;
-    unsigned const grid = gridBlocks((nPacks + kTHREADS - 1) / kTHREADS); // both shapes: 256 packs per block
+    if (nPacks <= kFWD_ONE_PACK_PACKS)
+    {
+        constexpr int kT = kFWD_ONE_PACK_THREADS;
+        unsigned const grid = gridBlocks((nPacks + kT - 1) / kT);
+        if (grid == 0)
+        {
+            return cudaErrorInvalidConfiguration;
+        }
+        swishForwardKernel<T, kVEC, kMODE, kT, 1><<<grid, kT, 0, stream>>>(x, bias, y, nPacks, prm);
+        return cudaSuccess;
+    }
+    unsigned const grid = gridBlocks((nPacks + kTHREADS - 1) / kTHREADS); // 128 threads x 2 packs
     if (grid == 0)
     {
         return cudaErrorInvalidConfiguration;
     }
-    if (small)
-    {
-        swishForwardKernel<T, kVEC, kMODE, kTHREADS, 1><<<grid, threads, 0, stream>>>(x, bias, y, nPacks, prm);
-    }
-    else
-    {
-        swishForwardKernel<T, kVEC, kMODE, kTHREADS / 2, 2><<<grid, threads, 0, stream>>>(x, bias, y, nPacks, prm);
-    }
+    swishForwardKernel<T, kVEC, kMODE, kTHREADS / 2, 2><<<grid, kTHREADS / 2, 0, stream>>>(x, bias, y, nPacks, prm);
     return cudaSuccess;
 }
 

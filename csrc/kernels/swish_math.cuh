@@ -18,15 +18,6 @@
 namespace torchtrt_swish {
 namespace detail {
 
-// Forward launch shapes: up to kFWD_SMALL_PACKS packs one pack per thread in 256-thread blocks (the most threads,
-// hence the most loads in flight, for a tensor that cannot fill the chip); above, two packs per thread in 128-thread
-// blocks, which streamed faster at 2^28 elements on the H200 than four packs in 256-thread blocks
-// (docs/performance-notes.md).
-constexpr int64_t kFWD_SMALL_PACKS = int64_t{1} << 18;
-// fp16/bf16 tensors of at most this many 16-byte packs (2^20 elements) go through the small kernel with 8-byte
-// packs instead: twice the threads, each with half the math ahead of its store, which shortens a launch that cannot
-// fill the chip. fp32 has half the elements per byte and lost at every size with narrow packs.
-constexpr int64_t kFWD_HALF_NARROW_PACKS = int64_t{1} << 17;
 // Backward kernels hold two input packs per unrolled step; without a cap bf16 reached 121 registers (two
 // blocks per SM). Three resident blocks (<= 85 registers, no spills) keep more loads in flight.
 constexpr int kMIN_BLOCKS = 3;

@@ -134,16 +134,17 @@ PYBIND11_MODULE(_backward_plan, m)
         "planFused for n elements of dtype with bias[(i / inner) % channels], as a dict.");
     m.def(
         "sum_shape",
-        [](int64_t rows, int64_t channels)
+        [](int64_t rows, int64_t channels, int64_t laneRows)
         {
-            SumShape const s = sumShape(rows, channels);
+            SumShape const s = sumShape(rows, channels, laneRows);
             py::dict d;
             d["cols_per"] = s.colsPer;
             d["threads"] = s.threads;
             d["blocks"] = s.blocks;
             return d;
         },
-        py::arg("rows"), py::arg("channels"), "sumShape: the column-sum launch for a [rows][channels] partial matrix.");
+        py::arg("rows"), py::arg("channels"), py::arg("lane_rows") = kSUM_LANE_ROWS,
+        "sumShape: the column-sum launch for a [rows][channels] partial matrix, about lane_rows rows per thread.");
     m.def(
         "fast_div32", [](int64_t divisor, uint32_t n) { return FastDiv::make(divisor).div32(n); },
         py::arg("divisor"), py::arg("n"), "FastDiv::make(divisor).div32(n), the planes kernel's plane index.");
