@@ -27,7 +27,7 @@ MIN_ROW_INNER = 512  # legacy layouts: shortest dim-1 run that takes the rows ke
 COL_BLOCK_ELEMS = 65536  # most elements one columns-kernel block covers
 PLANE_PACKS = THREADS * 4  # most packs one planes-kernel block covers (four per thread)
 FINAL_THREADS = 1024  # most threads of a column-sum block
-SUM_LANE_ROWS = 8  # rows per column-sum thread that a one-stage sum aims for
+SUM_LANE_ROWS = 4  # rows per column-sum thread that a one-stage sum aims for
 SUM_MAX_LANE_ROWS = 8  # past this many rows per column-sum thread: two stages
 SUM_SLICE_LANE_ROWS = 4  # rows per thread in the first of two stages
 H200_SMS = 132
@@ -400,24 +400,25 @@ def test_column_sums_go_to_two_stages_past_eight_rows_per_thread(bp):
 
 
 def test_column_sum_launch_shape(bp):
-    """Up to 8 columns per block (a power of two), row lanes a power of two for about 8 rows each (the first of two
-    stages: 4), 32 threads at the least, 1024 at the most."""
+    """Up to 8 columns per block (a power of two), row lanes a power of two for about 4 rows each (also in the first
+    of two stages), 32 threads at the least, 1024 at the most."""
     for rows, channels in [(1, 1), (1, 3), (5, 2), (33, 1), (1000, 1), (1025, 1), (8193, 1), (100, 8), (100, 9),
                            (5000, 3), (7, 1 << 20), (64, 256), (65, 256), (512, 8)]:
-        for lane_rows in (SUM_LANE_ROWS, SUM_SLICE_LANE_ROWS):
+        for lane_rows in (1, 2, SUM_LANE_ROWS, 8):
             got = bp.sum_shape(rows, channels, lane_rows)
             cols_per, threads = sum_launch(rows, channels, lane_rows)
             assert got == {"cols_per": cols_per, "threads": threads, "blocks": ceil_div(channels, cols_per)}, \
                 (rows, channels, lane_rows)
         assert bp.sum_shape(rows, channels) == bp.sum_shape(rows, channels, SUM_LANE_ROWS)
-    # At the thresholds: [64][256] (NCHW [64,256,14,14]) in 8 lanes x 8 columns, one more row in 16 lanes; a scalar
-    # bias's 8192 partials fill a 1024-thread block, 8193 too (the cap; planSums then splits).
-    assert bp.sum_shape(64, 256) == {"cols_per": 8, "threads": 64, "blocks": 32}
-    assert bp.sum_shape(65, 256)["threads"] == 128
-    assert bp.sum_shape(8192, 1)["threads"] == bp.sum_shape(8193, 1)["threads"] == 1024
-    assert bp.sum_shape(8 * 127 + 1, 1)["threads"] == 128
-    assert bp.sum_shape(100, 9) == {"cols_per": 8, "threads": 128, "blocks": 2}
-    assert bp.sum_shape(4096, 8, SUM_SLICE_LANE_ROWS)["threads"] == 1024
+    # At the thresholds: [64][256] (NCHW [64,256,14,14]) in 16 lanes x 8 columns, one more row in 32 lanes; a scalar
+    # bias's 4096 partials fill a 1024-thread block, 8193 too (the cap; planSums then splits).
+    assert bp.sum_shape(64, 256) == {"cols_per": 8, "threads": 128, "blocks": 32}
+    assert bp.sum_shape(65, 256)["threads"] == 256
+    assert bp.sum_shape(4096, 1)["threads"] == bp.sum_shape(8193, 1)["threads"] == 1024
+    assert bp.sum_shape(4 * 127 + 1, 1)["threads"] == 128
+    assert bp.sum_shape(4 * 128 + 1, 1)["threads"] == 256
+    assert bp.sum_shape(100, 9) == {"cols_per": 8, "threads": 256, "blocks": 2}
+    assert bp.sum_shape(33, 8, 8)["threads"] == 64
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

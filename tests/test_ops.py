@@ -518,20 +518,18 @@ def test_cuda_kernels_compiled_when_nvcc_present():
 def test_forward_launch_shapes_agree_cuda(dtype, channels):
     """Every forward launch shape gives the fp64-close answer and the same bits for the same elements.
 
-    2^20 elements is the largest fp16/bf16 tensor of the 8-byte-pack kernel; 2^20 + 2048 takes the one-pack kernel
-    with 16-byte packs; 2^20 packs (2^23 fp16/bf16 elements, 2^22 fp32) is the largest tensor of the one-pack kernel
-    and 256 elements more take the two-packs-per-thread one; 2^20 + 3 with a scalar bias adds the scalar tail
-    kernel. x is viewed as rows of `channels` (bias on the last dim) or of 256
-    (scalar bias). The element math does not depend on the launch shape, so the first 2^20 outputs must be the same
-    bits in every case.
+    2^20 elements is the largest fp16/bf16 tensor of the 8-byte-pack kernel and the largest fp32 one of the
+    one-pack kernel; 2^20 + 2048 takes the one-pack kernel with 16-byte packs (fp16/bf16) or the two-pack one (fp32),
+    2^22 + 256 the two-pack one; 2^20 + 3 with a scalar bias adds the scalar tail kernel. x is viewed as rows of
+    `channels` (bias on the last dim) or of 256 (scalar bias). The element math does not depend on the launch shape, so
+    the first 2^20 outputs must be the same bits in every case.
     """
     small = 1 << 20
-    one_pack_bound = (1 << 20) * (16 // torch.empty(0, dtype=dtype).element_size())
-    flat = torch.randn(one_pack_bound + 256, device="cuda", dtype=dtype) * 4
+    flat = torch.randn((1 << 22) + 256, device="cuda", dtype=dtype) * 4
     b = torch.randn(channels, device="cuda", dtype=dtype)
     width = 256 if channels == 1 else channels
     outs = []
-    for n in (small, small + 2048, one_pack_bound, flat.numel()):
+    for n in (small, small + 2048, flat.numel()):
         x = flat[:n].view(-1, width)
         y = torchtrt_swish.swish(x, b)
         _assert_close_to_reference(y, x, b)
@@ -543,6 +541,28 @@ def test_forward_launch_shapes_agree_cuda(dtype, channels):
     bits = {4: torch.int32, 2: torch.int16}[flat.element_size()]
     for y in outs[1:]:
         assert torch.equal(y.view(bits), outs[0].view(bits))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_forward_two_channel_packs_either_side_of_the_one_pack_limit_cuda(dtype):
+    """Planes of 10 elements (a dim-1 bias whose planes are not whole packs: packs that span two channels) on both
+    sides of the largest tensor that runs one pack per thread (2^20 packs for bf16, 2^18 for fp16 and fp32): the
+    fp64-close answer, and the same bits for the samples both tensors hold."""
+    vec = 16 // torch.empty(0, dtype=dtype).element_size()
+    limit = (1 << 20) if dtype == torch.bfloat16 else (1 << 18)
+    per_sample = 4 * 10
+    below = limit * vec // per_sample
+    assert below * per_sample <= limit * vec < (below + 1) * per_sample
+    x = (torch.randn(below + 1, 4, 10, device="cuda") * 4).to(dtype)
+    b = torch.randn(4, 1, device="cuda", dtype=dtype)
+    ys = []
+    for xs in (x[:below], x):
+        y = torchtrt_swish.swish(xs, b)
+        _assert_close_to_reference(y, xs, b)
+        ys.append(y[:below])
+    bits = {4: torch.int32, 2: torch.int16}[x.element_size()]
+    assert torch.equal(ys[0].view(bits), ys[1].view(bits))
 
 
 # ----------------------------------------------------------------------------- 64-bit indexing
@@ -632,7 +652,7 @@ def test_half_every_input_cuda(dtype):
     gen = torch.Generator(device="cuda").manual_seed(16)
     for b in (torch.tensor([0.0]), torch.tensor([-0.0]), torch.tensor([0.375]), torch.randn(256)):
         b = b.to("cuda", dtype)
-        for xs in (x, x.repeat(129, 1)):  # the 8-byte-pack kernel; over 2^20 packs: two 16-byte packs per thread
+        for xs in (x, x.repeat(33, 1)):  # the 8-byte-pack kernel; the large one (two 16-byte packs per thread)
             y = torchtrt_swish.swish(xs, b)
             want = (F.silu(xs.float()) + b.float()).to(dtype)
             # Below -88.72 exp(-x) overflows fp32 and silu is -0 (PyTorch's too), although bf16 could hold it.

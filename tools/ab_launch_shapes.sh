@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One H200 call for issue 24's open rows ([64,256,14,14] fp16/bf16 forward + backward against inductor): build, the
-# kernel tests, bench_layouts in CUDA graphs on the tree as committed, then an A/B of the launch shapes the open rows
+# kernel tests, bench_layouts in CUDA graphs on the tree as committed (LAYOUTS_TIMEOUT=0: none), then an A/B of the launch shapes the open rows
 # depend on. Each variant changes one constant of the committed tree (sed), is rebuilt (ninja: only the objects that
 # include it) and timed per kernel by torch.profiler (tools/profile_driver.py), inductor's kernels beside the first;
 # the tree is restored after each. Logs: $OUT/logs.tgz (the device tool returns at most 8 files).
@@ -21,10 +21,12 @@ timeout 150 python3 -m pytest -q -p no:cacheprovider -m cuda -rs $xdist tests/te
 echo "pytest -m cuda (kernel tests): exit $? :: $(tail -1 "$L/pytest_kernels.log")"
 grep -E "^(FAILED|ERROR)" "$L/pytest_kernels.log" | head -20
 
-timeout ${LAYOUTS_TIMEOUT:-120} python3 benchmarks/bench_layouts.py --variants ours,compile --timing graph \
-    --cases ${LAYOUT_CASES:-nchw_256x14x14_n64,nchw_1152x7x7_n128,tokens_8192x768} --dtypes fp16,bf16,fp32 \
-    --out "$L/layouts.csv" > "$L/layouts.log" 2>&1
-echo "bench_layouts: exit $?"; grep -vE "^(wrote|/|  )" "$L/layouts.log" | head -40
+if [ "${LAYOUTS_TIMEOUT:-120}" -gt 0 ]; then
+    timeout ${LAYOUTS_TIMEOUT:-120} python3 benchmarks/bench_layouts.py --variants ours,compile --timing graph \
+        --cases ${LAYOUT_CASES:-nchw_256x14x14_n64,nchw_1152x7x7_n128,tokens_8192x768} --dtypes fp16,bf16,fp32 \
+        --out "$L/layouts.csv" > "$L/layouts.log" 2>&1
+    echo "bench_layouts: exit $?"; grep -vE "^(wrote|/|  )" "$L/layouts.log" | head -40
+fi
 
 CASES=${PROFILE_CASES:-nchw_256x14x14_n64,nhwc_256x14x14_n64,nchw_1152x7x7_n128,nchw_240x28x28_n128,tokens_8192x768}
 profile() {  # $1: label, $2...: extra profile_driver options
@@ -50,7 +52,7 @@ variant() {  # $1: label, $2: file, $3: committed text, $4: variant text
 profile committed --with-compile
 FWD=csrc/kernels/swish_forward.cu
 SUM=csrc/kernels/swish_backward_plan.h
-variant fwd_one_pack_2e18 $FWD "kFWD_ONE_PACK_PACKS = int64_t{1} << 20;" "kFWD_ONE_PACK_PACKS = int64_t{1} << 18;"
-variant fwd_one_pack_128_threads $FWD "kFWD_ONE_PACK_THREADS = kTHREADS;" "kFWD_ONE_PACK_THREADS = kTHREADS / 2;"
-variant sum_lane_rows_1 $SUM "kSUM_LANE_ROWS = 8;" "kSUM_LANE_ROWS = 1;"
-variant sum_lane_rows_4 $SUM "kSUM_LANE_ROWS = 8;" "kSUM_LANE_ROWS = 4;"
+variant fwd_bf16_span2_2e18 $FWD "int64_t{1} << 20 : int64_t{1} << 18" "int64_t{1} << 18 : int64_t{1} << 18"
+for rows in ${SUM_LANE_ROWS_VARIANTS:-1 2 8}; do
+    variant sum_lane_rows_$rows $SUM "kSUM_LANE_ROWS = 4;" "kSUM_LANE_ROWS = $rows;"
+done

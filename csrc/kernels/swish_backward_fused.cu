@@ -30,8 +30,23 @@ __global__ void __launch_bounds__(kFINAL_THREADS) finalizeColumnsKernel(float co
     float s = 0.0f;
     if (c < C)
     {
-#pragma unroll 4
-        for (int64_t r = r0 + ty; r < r1; r += lanes)
+        // A stage gives a thread at most kSUM_MAX_LANE_ROWS rows (planSums), loaded all at once before the first add:
+        // a run-time trip count under `#pragma unroll 4` left 2-3 rows a thread in the serial remainder loop, one L2
+        // round trip each. Absent rows add +0, which leaves every sum as it was (s starts at +0). The loop after them
+        // is for slices of more rows (R / 65535 of them) and runs for none of the tested shapes.
+        float v[kSUM_MAX_LANE_ROWS];
+#pragma unroll
+        for (int k = 0; k < kSUM_MAX_LANE_ROWS; ++k)
+        {
+            int64_t const r = r0 + ty + static_cast<int64_t>(k) * lanes;
+            v[k] = r < r1 ? partial[r * C + c] : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < kSUM_MAX_LANE_ROWS; ++k)
+        {
+            s += v[k];
+        }
+        for (int64_t r = r0 + ty + kSUM_MAX_LANE_ROWS * static_cast<int64_t>(lanes); r < r1; r += lanes)
         {
             s += partial[r * C + c];
         }

@@ -221,13 +221,14 @@ inline void planPlanes(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, 
                                                         : outer * p.splits;
 }
 
-// A thread of the column sums adds its rows one after another (four loads in flight). A small partial matrix gets
-// kSUM_LANE_ROWS rows per thread: [64][256] (NCHW [64,256,14,14]) in 512-thread blocks of one row per thread kept
-// the SMs busy for 618 of 5686 cycles (ncu), the launch then being the instructions of 16 warps that each add one
-// value, where inductor's 64-thread blocks add several. Past kSUM_MAX_LANE_ROWS rows per thread in the widest block
-// a tall partial matrix (small planes in a large tensor) takes longer to add up than to write, so it is summed in two
-// stages, the first over row slices of kSUM_SLICE_LANE_ROWS rows per thread in parallel blocks.
-constexpr int64_t kSUM_LANE_ROWS = 8;
+// A thread of the column sums loads its rows at once and adds them in order. A one-stage sum gives each about
+// kSUM_LANE_ROWS rows: one row a thread in up to 1024-thread blocks spent the launch in the instructions of warps that
+// each add one value ([64][256], NCHW [64,256,14,14]: 512 threads, SMs busy for 618 of 5686 cycles in ncu), where
+// inductor's 64-thread blocks add several (tools/ab_launch_shapes.sh compares 1, 2, 4 and 8). Past
+// kSUM_MAX_LANE_ROWS rows per thread in the widest block a tall partial matrix (small planes in a large tensor) takes
+// longer to add up than to write, so it is summed in two stages, the first over row slices of kSUM_SLICE_LANE_ROWS
+// rows per thread in parallel blocks.
+constexpr int64_t kSUM_LANE_ROWS = 4;
 constexpr int64_t kSUM_MAX_LANE_ROWS = 8;
 constexpr int64_t kSUM_SLICE_LANE_ROWS = 4;
 static_assert(kSUM_LANE_ROWS <= kSUM_MAX_LANE_ROWS, "planSums: one stage only when the lanes are capped");

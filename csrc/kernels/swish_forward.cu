@@ -2,20 +2,13 @@
 // No torch, no TensorRT: the torch extension and the TensorRT plugin both link this object.
 #include "swish_math.cuh"
 
+#include <type_traits>
+
 namespace torchtrt_swish {
 namespace {
 
 using namespace detail;
 
-// Forward launch shapes. Up to kFWD_ONE_PACK_PACKS 16-byte packs, one pack per thread in 256-thread blocks: x and
-// y (16 MiB each at the bound) then stay in the 50 MB L2 of an H100/H200, where the tensor a network's previous
-// layer just wrote is found, and a launch is bound by latency, so the most threads (the most loads in flight) win
-// ([64,256,14,14] fp16: 1568 blocks of two packs per thread reached 49 % occupancy). Above, two packs per thread in
-// 128-thread blocks, which streamed faster from DRAM at 2^28 elements than four packs in 256-thread blocks
-// (docs/performance-notes.md).
-constexpr int64_t kFWD_ONE_PACK_PACKS = int64_t{1} << 20;
-constexpr int kFWD_ONE_PACK_THREADS = kTHREADS;
-static_assert(kFWD_ONE_PACK_THREADS % (kTHREADS / 2) == 0, "kLAST_FIXED: C / kVEC divides 128, so every block size");
 // fp16/bf16 tensors of at most this many 16-byte packs (2^20 elements) go through the one-pack kernel with 8-byte
 // packs instead: twice the threads, each with half the math ahead of its store, which shortens a launch that cannot
 // fill the chip. fp32 has half the elements per byte and lost at every size with narrow packs.
@@ -31,6 +24,18 @@ enum class Mode : int
     kSPAN2,       // bias[(i / inner) % C], inner >= the pack width: a pack spans at most two channels
     kPERIODIC     // bias[(i / inner) % C], anything else: per-element lookup
 };
+
+// Forward launch shapes: one pack per thread in 256-thread blocks up to onePackLimit packs (the most threads, hence
+// the most loads in flight, for a tensor that cannot fill the chip), two packs per thread in 128-thread blocks above,
+// which streamed faster at 2^28 elements than four packs in 256-thread blocks. The limit is 2^18 packs; moving it to
+// 2^20 (x and y then within the H200's L2) cost 4-16 % on fp32 2^21-2^22, fp16 2^23 per-channel and [128,1152,7,7]
+// fp16 (tools/ab_launch_shapes.sh). Only the bf16 kSPAN2 kernel gained from it: with two packs per thread it holds
+// 48 registers (fp16: 39), and NCHW [64,256,14,14] ran 5.04 -> 4.50 us with one (neutral on [128,1152,7,7]).
+template <typename T, Mode kMODE>
+constexpr int64_t onePackLimit()
+{
+    return std::is_same<T, __nv_bfloat16>::value && kMODE == Mode::kSPAN2 ? int64_t{1} << 20 : int64_t{1} << 18;
+}
 
 struct FwdParams
 {
@@ -236,23 +241,19 @@ cudaError_t launchFwd(T const* x, T const* bias, T* y, int64_t nPacks, FwdParams
             return cudaSuccess;
         }
     }
-    if (nPacks <= kFWD_ONE_PACK_PACKS)
-    {
-        constexpr int kT = kFWD_ONE_PACK_THREADS;
-        unsigned const grid = gridBlocks((nPacks + kT - 1) / kT);
-        if (grid == 0)
-        {
-            return cudaErrorInvalidConfiguration;
-        }
-        swishForwardKernel<T, kVEC, kMODE, kT, 1><<<grid, kT, 0, stream>>>(x, bias, y, nPacks, prm);
-        return cudaSuccess;
-    }
-    unsigned const grid = gridBlocks((nPacks + kTHREADS - 1) / kTHREADS); // 128 threads x 2 packs
+    unsigned const grid = gridBlocks((nPacks + kTHREADS - 1) / kTHREADS); // both shapes: 256 packs per block
     if (grid == 0)
     {
         return cudaErrorInvalidConfiguration;
     }
-    swishForwardKernel<T, kVEC, kMODE, kTHREADS / 2, 2><<<grid, kTHREADS / 2, 0, stream>>>(x, bias, y, nPacks, prm);
+    if (nPacks <= onePackLimit<T, kMODE>())
+    {
+        swishForwardKernel<T, kVEC, kMODE, kTHREADS, 1><<<grid, kTHREADS, 0, stream>>>(x, bias, y, nPacks, prm);
+    }
+    else
+    {
+        swishForwardKernel<T, kVEC, kMODE, kTHREADS / 2, 2><<<grid, kTHREADS / 2, 0, stream>>>(x, bias, y, nPacks, prm);
+    }
     return cudaSuccess;
 }
 
