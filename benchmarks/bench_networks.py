@@ -10,7 +10,7 @@ mode x task; each row times both variants in one process, their rounds interleav
   tasks:   inference = eval + no_grad forward; train = forward, loss, backward, grads set to None first (no
            optimizer step, so both variants keep the same weights).
 Per variant and round: wall time = back-to-back steps between two synchronizes (the number of steps per round is
-calibrated to --round-ms); then --profile-steps steps under torch.profiler give per step
+calibrated to --round-ms); then --profile-steps steps under torch.profiler (after one it discards) give per step
   device ms: the sum of every GPU activity (kernels, memcpy, memset) the profiler records;
   host ms:   the self-CPU total of the CPU events (ops, CUDA runtime calls; every thread, the autograd engine's
              included), without the final cuda*Synchronize, which waits for the GPU rather than working;
@@ -140,14 +140,20 @@ def _sync(device: str):
 
 
 def profile_steps(step, steps: int, device: str) -> dict[str, float]:
-    """summarize_events of `steps` calls of step() under torch.profiler (CPU, plus CUDA on a GPU)."""
+    """summarize_events of `steps` calls of step() under torch.profiler (CPU, plus CUDA on a GPU), after one more
+    call that the profiler's schedule runs as its warm-up and discards: the step in which the profiler starts is not a
+    steady one, and with two profiled steps a round it weighed half of the round's host time."""
     acts = [torch.profiler.ProfilerActivity.CPU]
     if device == "cuda":
         acts.append(torch.profiler.ProfilerActivity.CUDA)
-    with torch.profiler.profile(activities=acts) as prof:
-        for _ in range(steps):
+    sync = _sync(device)
+    schedule = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
+    with torch.profiler.profile(activities=acts, schedule=schedule) as prof:
+        for i in range(steps + 1):
             step()
-        _sync(device)()
+            if i == steps:
+                sync()  # the last step's kernels are recorded before the cycle ends with the next prof.step()
+            prof.step()
     return summarize_events(raw_events(prof), steps)
 
 
@@ -343,7 +349,8 @@ def parse_args(argv):
     ap.add_argument("--rounds", type=int, default=None, help="timing rounds per row (default 5, 2 with --smoke)")
     ap.add_argument("--round-ms", type=float, default=250.0, help="wall time of one variant's round")
     ap.add_argument("--min-steps", type=int, default=None, help="steps per round at least (default 2, 1 smoke)")
-    ap.add_argument("--profile-steps", type=int, default=None, help="profiled steps per round (default 2, 1 smoke)")
+    ap.add_argument("--profile-steps", type=int, default=None,
+                    help="profiled steps per round, after one discarded (default 8, 1 smoke)")
     ap.add_argument("--warmup-steps", type=int, default=None,
                     help="untimed steps per variant first, the compile included (default: 3 eager, 10 compiled "
                          "(CUDA graphs record on the third call); 2 with --smoke; 0: by mode)")
@@ -356,7 +363,7 @@ def parse_args(argv):
                     help="compile and warm up the compiled rows, no timing (fills inductor's caches)")
     args = ap.parse_args(argv)
     small = args.smoke
-    for k, full, smoke in (("rounds", 5, 2), ("min_steps", 2, 1), ("profile_steps", 2, 1), ("warmup_steps", 0, 2)):
+    for k, full, smoke in (("rounds", 5, 2), ("min_steps", 2, 1), ("profile_steps", 8, 1), ("warmup_steps", 0, 2)):
         if getattr(args, k) is None:
             setattr(args, k, smoke if small else full)  # warmup_steps 0: by mode, in measure_row
     lists = {"networks": networks.NETWORKS, "dtypes": DTYPES, "compile_dtypes": DTYPES, "modes": MODES,

@@ -62,6 +62,22 @@ def test_host_time_is_the_profilers_self_cpu_total():
     assert ours == pytest.approx(prof.key_averages().self_cpu_time_total / 1e3, rel=1e-6)
 
 
+@pytest.mark.parametrize("steps", [1, 3])
+def test_profile_steps_reports_only_the_profiled_steps(steps):
+    """One op call per step, two in the first: a count of 1 per step exactly means the first call is the discarded
+    warm-up and every profiled step is in the profile."""
+    x, b = torch.randn(4, 8), torch.randn(8)
+    calls = []
+
+    def step():
+        for _ in range(2 if not calls else 1):
+            torchtrt_swish.swish(x, b)
+        calls.append(1)
+    s = bench_networks.profile_steps(step, steps, "cpu")
+    assert len(calls) == steps + 1
+    assert s["opaque_calls"] == 1.0
+
+
 def test_no_gpu_activity_is_nan_not_zero():
     """A profile without GPU events (a CPU run, or kernels the profiler missed) has no device time."""
     s = bench_networks.summarize_events([_Event("aten::mm", 0, 10_000)], steps=1)

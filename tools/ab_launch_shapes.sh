@@ -47,6 +47,7 @@ variant() {  # $1: label, $2: file, $3: committed text, $4: variant text
     sed -i "s|$3|$4|" "$2"
     if grep -qF "$4" "$2" && rebuild "$1"; then profile "$1"; else echo "variant $1: not applied"; fi
     mv "$2.committed" "$2"
+    touch "$2"  # the copy's time stamp predates the variant's objects: without this ninja keeps them
 }
 
 profile committed --with-compile

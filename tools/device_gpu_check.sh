@@ -13,9 +13,11 @@
 #            table (three dtypes) alone on the GPU; each step under a timeout, so a slow one costs its rows, not the
 #            call. The EfficientNet table needs a call of its own (`effnet`): with it the call passed 600 s.
 #   issue24: the network tables of issue 24 (benchmarks/bench_networks.py; NETWORKS, default "transformer
-#            regnet_y_400mf"; NETWORK_ARGS: options of both phases, e.g. --batch 64), about 8-9 minutes with the build. First one compile-only process
-#            per network x compiled dtype x task fills inductor's caches in parallel (compiling is CPU work: 16
-#            cores), then each network's table runs alone on the GPU and loads its compiled graphs from those caches.
+#            regnet_y_400mf"; NETWORK_ARGS: options of both phases, e.g. --batch 64; NETWORK_ARGS_<network>: of one
+#            network's table; NETWORK_SECONDS_<network>: its table's time), about 8-9 minutes with the build. First one compile-only process per network x
+#            compiled dtype x task x mode fills inductor's caches in parallel (compiling is CPU work: 16 cores), with
+#            TESTS_BESIDE=1 the `cuda` suite beside them, then each network's table runs alone on the GPU and loads its
+#            compiled graphs from those caches.
 #            Each step under a timeout (the tables share what is left of ISSUE24_BUDGET=550 s since the build
 #            began), so a slow one costs rows (the CSV is rewritten after each), not the call.
 set -uo pipefail
@@ -121,22 +123,42 @@ if [[ $steps == *issue24* ]]; then
     nets=(${NETWORKS:-transformer regnet_y_400mf})
     cdt=${COMPILE_DTYPES:-bf16 fp32}
     t24=$(date +%s)
-    for net in "${nets[@]}"; do for d in $cdt; do for task in train inference; do
-        ( TORCHINDUCTOR_COMPILE_THREADS=4 timeout -k 10 ${WARM_TIMEOUT:-130} python3 benchmarks/bench_networks.py \
+    if [ -n "${TESTS_BESIDE:-}" ]; then
+        # The `cuda` suite next to the warm-ups (4 workers; the tables afterwards run alone on the GPU).
+        xdist=$(python3 -c 'import xdist' 2>/dev/null && echo "-n 4")
+        ( timeout 240 python3 -m pytest -q -p no:cacheprovider -m cuda -rs $xdist tests > "$OUT/pytest_cuda.log" 2>&1
+          echo "pytest -m cuda: exit $? :: $(tail -1 "$OUT/pytest_cuda.log") at $(( $(date +%s) - t24 )) s"
+          grep -E "^(FAILED|ERROR)" "$OUT/pytest_cuda.log" | head -20 ) &
+    fi
+    for net in "${nets[@]}"; do
+        # NETWORK_ARGS_<network>: options of that network's table only (e.g. --modes eager: no warm-up for it).
+        extra_var="NETWORK_ARGS_$net"
+        [[ "${!extra_var:-}" == *"--modes eager"* ]] && continue
+        for d in $cdt; do for task in train inference; do for mode in compile graphs; do
+        # One process per mode as well: a RegNetY training step takes 110-130 s to compile per mode and dtype.
+        ( TORCHINDUCTOR_COMPILE_THREADS=2 timeout -k 10 ${WARM_TIMEOUT:-130} python3 benchmarks/bench_networks.py \
               ${NETWORK_ARGS:-} --networks "$net" \
-              --dtypes "$d" --compile-dtypes "$d" --tasks "$task" --modes compile,graphs --compile-only \
-              > "$OUT/warm_${net}_${d}_$task.log" 2>&1
-          echo "cache warm-up $net $d $task: exit $? at $(( $(date +%s) - t24 )) s" ) &
-    done; done; done
+              --dtypes "$d" --compile-dtypes "$d" --tasks "$task" --modes $mode --compile-only \
+              > "$OUT/warm_${net}_${d}_${task}_$mode.log" 2>&1
+          echo "cache warm-up $net $d $task $mode: exit $? at $(( $(date +%s) - t24 )) s" ) &
+    done; done; done; done
     wait
     for i in "${!nets[@]}"; do
         net=${nets[$i]}
-        # What is left of ISSUE24_BUDGET seconds since the build began, shared by the networks still to run.
+        extra_var="NETWORK_ARGS_$net"
+        # What is left of ISSUE24_BUDGET seconds since the build began, shared by the networks still to run; a
+        # network with NETWORK_SECONDS_<network> set gets that many, held back for it from those before it.
         left=$(( ${ISSUE24_BUDGET:-550} - ($(date +%s) - t0) ))
-        per=$(( left / (${#nets[@]} - i) ))
+        held=0 sharing=0
+        for later in "${nets[@]:$i}"; do
+            sv="NETWORK_SECONDS_$later"
+            if [ -n "${!sv:-}" ]; then held=$(( held + ${!sv} )); else sharing=$(( sharing + 1 )); fi
+        done
+        sv="NETWORK_SECONDS_$net"
+        if [ -n "${!sv:-}" ]; then per=${!sv}; else per=$(( (left - held) / sharing )); fi
         [ $per -ge 30 ] || per=30
         timeout -k 10 $per python3 benchmarks/bench_networks.py --networks "$net" --compile-dtypes "$(echo $cdt | tr ' ' ,)" \
-            --out "$OUT/networks_$net.csv" ${NETWORK_ARGS:-} > "$OUT/networks_$net.log" 2>&1
+            --out "$OUT/networks_$net.csv" ${NETWORK_ARGS:-} ${!extra_var:-} > "$OUT/networks_$net.log" 2>&1
         nrc=$?
         grep -E "^(\||device|CHECK|wrote|[a-z_0-9]+: batch)" "$OUT/networks_$net.log"
         echo "networks $net: exit $nrc after $per s allowed, at $(( $(date +%s) - t24 )) s"
