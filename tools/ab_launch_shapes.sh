@@ -7,11 +7,8 @@
 # Carry: third_party (TensorRT headers), .whl (onnx-graphsurgeon, polygraphy).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
-L=$OUT/logs
-mkdir -p "$L"
 source tools/device_prelude.sh
-finish() { tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$L"; }
-trap finish EXIT
+collect_logs_on_exit
 install_carried_wheels
 build_from_source "$L"
 

@@ -19,3 +19,10 @@ build_from_source() {
     grep -F "[torchtrt_swish build]" "$log"
     echo "build: $(( $(date +%s) - start )) s"
 }
+
+# The device tool returns at most 8 files: logs go to L=$OUT/logs, packed into $OUT/logs.tgz when the script exits.
+collect_logs_on_exit() {
+    L=$OUT/logs
+    mkdir -p "$L"
+    trap 'tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$L"' EXIT
+}

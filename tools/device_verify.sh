@@ -9,11 +9,8 @@
 # cuda tests).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
-L=$OUT/logs
-mkdir -p "$L"
 source tools/device_prelude.sh
-finish() { tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$L"; }
-trap finish EXIT
+collect_logs_on_exit
 install_carried_wheels
 if [ -d .lean ]; then
     for v in $(awk '!/^#/ && NF {print $1}' tests/trt_lean_pins.txt | sort -u); do
