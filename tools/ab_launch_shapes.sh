@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One H200 call for issue 24's open rows ([64,256,14,14] fp16/bf16 forward + backward against inductor): build, the
-# kernel tests, bench_layouts in CUDA graphs on the tree as committed (LAYOUTS_TIMEOUT=0: none), then an A/B of the launch shapes the open rows
-# depend on. Each variant changes one constant of the committed tree (sed), is rebuilt (ninja: only the objects that
-# include it) and timed per kernel by torch.profiler (tools/profile_driver.py), inductor's kernels beside the first;
-# the tree is restored after each. Logs: $OUT/logs.tgz (the device tool returns at most 8 files).
+# kernel tests, bench_layouts in CUDA graphs on the tree as committed (LAYOUTS_TIMEOUT=0: none), then an A/B of the
+# launch shapes the open rows depend on. Each variant changes one constant of the committed tree (sed), is rebuilt
+# (ninja: only the objects that include it) and timed per kernel by torch.profiler (tools/profile_driver.py),
+# inductor's kernels beside the first; the tree is restored after each. Run it on a copy of the tree (the device
+# tool's): a variant edits the sources in place. Logs: $OUT/logs.tgz (the device tool returns at most 8 files).
 # Carry: third_party (TensorRT headers), .whl (onnx-graphsurgeon, polygraphy).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
