@@ -57,6 +57,7 @@ OPAQUE_OPS = frozenset({"torchtrt_swish::swish", "torchtrt_swish::swish_backward
 # (metadata asserts), which call nothing: comment lines are skipped, and a Python call needs its parenthesis.
 _OPAQUE_IN_CODE = re.compile(r"\btorch\.ops\.torchtrt_swish\.\w+(?:\.\w+)?\(|\"torchtrt_swish::\w+\"")
 SYNC_EVENTS = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize"})
+STEP_SPAN = "ProfilerStep#"  # torch.profiler's record_function around each step of a schedule
 DTYPES = ("bf16", "fp32", "amp")
 MODES = {"eager": None, "compile": "default", "graphs": "reduce-overhead"}
 TASKS = ("train", "inference")
@@ -107,7 +108,9 @@ def summarize_events(events, steps: int) -> dict[str, float]:
     Host time is the self-CPU total: the self times of a thread's nested events add up to the time its outermost
     events cover, so it is the union of the CPU events' intervals per thread. This reads the raw events because
     building torch.profiler's FunctionEvent tree took seconds per profiled step of a convolutional network (tens of
-    thousands of events), longer than the steps themselves. The profiler's own overhead events are left out."""
+    thousands of events), longer than the steps themselves. The profiler's own overhead events are left out, and so
+    are the spans its schedule opens around each step (ProfilerStep#n): they cover the whole step, the Python between
+    ops and the final synchronize included, which made host time the wall time of the step."""
     cpu, cuda = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
     device_ns = 0
     gpu = opaque = 0
@@ -121,7 +124,8 @@ def summarize_events(events, steps: int) -> dict[str, float]:
             if not _attr(e, "is_user_annotation", False):  # a record_function span: its kernels count already
                 device_ns += e.duration_ns()
                 gpu += 1
-        elif (kind == cpu and name not in SYNC_EVENTS and _attr(e, "activity_type", "") != "overhead"
+        elif (kind == cpu and name not in SYNC_EVENTS and not name.startswith(STEP_SPAN)
+              and _attr(e, "activity_type", "") != "overhead"
               and not e.is_async() and e.start_thread_id() == e.end_thread_id()):
             per_thread.setdefault(e.start_thread_id(), []).append((e.start_ns(), e.end_ns()))
     host_ns = sum(_covered_ns(iv) for iv in per_thread.values())
@@ -142,7 +146,9 @@ def _sync(device: str):
 def profile_steps(step, steps: int, device: str) -> dict[str, float]:
     """summarize_events of `steps` calls of step() under torch.profiler (CPU, plus CUDA on a GPU), after one more
     call that the profiler's schedule runs as its warm-up and discards: the step in which the profiler starts is not a
-    steady one, and with two profiled steps a round it weighed half of the round's host time."""
+    steady one, and with two profiled steps a round it weighed half of the round's host time. The GPU is drained
+    after the warm-up (the trace keeps every kernel that runs after it starts, queued before or not) and after the
+    last step (whose kernels must end before the trace does, at the next prof.step())."""
     acts = [torch.profiler.ProfilerActivity.CPU]
     if device == "cuda":
         acts.append(torch.profiler.ProfilerActivity.CUDA)
@@ -151,8 +157,8 @@ def profile_steps(step, steps: int, device: str) -> dict[str, float]:
     with torch.profiler.profile(activities=acts, schedule=schedule) as prof:
         for i in range(steps + 1):
             step()
-            if i == steps:
-                sync()  # the last step's kernels are recorded before the cycle ends with the next prof.step()
+            if i in (0, steps):
+                sync()
             prof.step()
     return summarize_events(raw_events(prof), steps)
 

@@ -31,8 +31,8 @@ class _Event:
 
 def test_summarize_events_per_step():
     """Device time sums GPU activities; host time is what a thread's CPU events cover (nested ones once), without
-    the final wait for the GPU or the profiler's overhead, across threads; a record_function range's GPU span is no
-    GPU work of its own; opaque calls go by exact name (not the autograd node)."""
+    the final wait for the GPU, the profiler's overhead or its step spans, across threads; a record_function range's
+    GPU span is no GPU work of its own; opaque calls go by exact name (not the autograd node)."""
     events = [_Event("aten::mm", 0, 300_000), _Event("cudaLaunchKernel", 100_000, 200_000),  # nested: counted once
               _Event("aten::add", 250_000, 400_000),  # overlaps the end of aten::mm
               _Event("cudaDeviceSynchronize", 400_000, 5_400_000),
@@ -40,6 +40,8 @@ def test_summarize_events_per_step():
               _Event("torchtrt_swish::swish_backward", 600_000, 660_000, thread=2),  # the backward thread
               _Event("cross-thread", 0, 10_000_000, end_thread=3),  # async: no thread's time
               _Event("flush", 0, 9_000_000, activity="overhead"),  # the profiler's own work
+              # the schedule's span around a whole step
+              _Event("ProfilerStep#1", 0, 9_000_000, activity="user_annotation", annotation=True),
               _Event("gemm_kernel", 0, 700_000, "cuda", activity="kernel"),
               _Event("Memcpy DtoD", 0, 100_000, "cuda", activity="gpu_memcpy"),
               _Event("## Call CompiledFxGraph ##", 0, 800_000, "cuda", activity="gpu_user_annotation",
@@ -76,6 +78,30 @@ def test_profile_steps_reports_only_the_profiled_steps(steps):
     s = bench_networks.profile_steps(step, steps, "cpu")
     assert len(calls) == steps + 1
     assert s["opaque_calls"] == 1.0
+
+
+def test_profile_steps_host_time_leaves_out_the_step_spans():
+    """A step that sleeps 30 ms between two small ops: the schedule's ProfilerStep# span covers the sleep, the host
+    time (the ops' own intervals) must not."""
+    import time
+
+    x = torch.randn(64, 64)
+
+    def step():
+        x.mm(x)
+        time.sleep(0.03)
+        x.add(1)
+    s = bench_networks.profile_steps(step, 2, "cpu")
+    assert 0 < s["host_ms"] < 10
+
+
+def test_profile_steps_drains_the_gpu_after_the_warm_up_and_the_last_step(monkeypatch):
+    """The trace starts at the prof.step() after the warm-up and keeps every kernel that runs after that, so the
+    warm-up's queued work is waited for first; the last step's too, before the trace ends."""
+    events = []
+    monkeypatch.setattr(bench_networks, "_sync", lambda device: lambda: events.append("sync"))
+    bench_networks.profile_steps(lambda: events.append("step"), 3, "cpu")
+    assert events == ["step", "sync", "step", "step", "step", "sync"]
 
 
 def test_no_gpu_activity_is_nan_not_zero():
