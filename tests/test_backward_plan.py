@@ -170,9 +170,7 @@ def sum_launch(rows: int, channels: int, lane_rows: int) -> tuple[int, int]:
     """(columns per block, threads) of a column sum: up to 8 columns per block (a power of two), a power of two of row
     lanes for about lane_rows rows each, one warp at the least and a 1024-thread block at the most."""
     cols_per = pow2_at_least(channels, 8)
-    lanes = 1
-    while lanes < ceil_div(rows, lane_rows) and lanes * cols_per < FINAL_THREADS:
-        lanes *= 2
+    lanes = min(1 << (ceil_div(rows, lane_rows) - 1).bit_length(), FINAL_THREADS // cols_per)
     return cols_per, max(lanes * cols_per, 32)
 
 
@@ -400,8 +398,8 @@ def test_column_sums_go_to_two_stages_past_eight_rows_per_thread(bp):
 
 
 def test_column_sum_launch_shape(bp):
-    """Up to 8 columns per block (a power of two), row lanes a power of two for about 4 rows each (also in the first
-    of two stages), 32 threads at the least, 1024 at the most."""
+    """Up to 8 columns per block (a power of two), row lanes a power of two for about 4 rows each (the one-stage rule;
+    4 is also what the first of two stages passes), 32 threads at the least, 1024 at the most."""
     for rows, channels in [(1, 1), (1, 3), (5, 2), (33, 1), (1000, 1), (1025, 1), (8193, 1), (100, 8), (100, 9),
                            (5000, 3), (7, 1 << 20), (64, 256), (65, 256), (512, 8)]:
         for lane_rows in (1, 2, SUM_LANE_ROWS, 8):
