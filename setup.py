@@ -276,6 +276,22 @@ def _objects(lines: list[str], rule: str, sources: list[Path], subdir: str, cfla
     return objs
 
 
+def _pybind11_target(lines: list[str], res: NativeResult, name: str, srcs: list[Path], subdir: str, what: str,
+                     flags_with, ldflags: str = "") -> Path | None:
+    """Ninja lines for the pybind11 module `name` from srcs (objects under BUILD/subdir), compiled with
+    flags_with(pybind11's flags); None, with a note naming `what`, when pybind11 is not installed."""
+    pymod = _pybind11_module(name)
+    if pymod is None:
+        res.notes.append(f"{what} NOT built: pybind11 is not installed")
+        return None
+    module, pyflags = pymod
+    objs = _objects(lines, "cxx", srcs, subdir, flags_with(pyflags))
+    lines.append(f"build {_esc(module)}: link_cxx {' '.join(_esc(o) for o in objs)}")
+    if ldflags:
+        lines.append(f"  ldflags = {ldflags}")
+    return module
+
+
 def _harness_targets(lines: list[str], trt_flags: list[str], base_cflags: list[str], trt_inc: Path,
                      res: NativeResult) -> list[Path]:
     """The test fixtures of tests/trt_harness (harness module, stand-in libnvinfer.so.10); return the targets."""
@@ -283,15 +299,11 @@ def _harness_targets(lines: list[str], trt_flags: list[str], base_cflags: list[s
     harness_srcs = sorted(harness_dir.glob("*.cpp"))
     if not harness_srcs:
         return []
-    pymod = _pybind11_module("_trt_harness")
-    if pymod is None:
-        res.notes.append("conformance harness NOT built: pybind11 is not installed")
+    harness = _pybind11_target(
+        lines, res, "_trt_harness", harness_srcs, "trt_harness", "conformance harness",
+        lambda pyflags: base_cflags + ["-isystem", str(trt_inc), *pyflags, "-Wno-deprecated-declarations"], "-ldl")
+    if harness is None:
         return []
-    harness, pyflags = pymod
-    hflags = base_cflags + ["-isystem", str(trt_inc), *pyflags, "-Wno-deprecated-declarations"]
-    hobjs = _objects(lines, "cxx", harness_srcs, "trt_harness", hflags)
-    lines.append(f"build {_esc(harness)}: link_cxx {' '.join(_esc(o) for o in hobjs)}")
-    lines.append("  ldflags = -ldl")
     res.harness_module = harness
     targets = [harness]
     # A stand-in libnvinfer.so.10 (registry/logger entry points only) for the self-registration tests.
@@ -310,14 +322,10 @@ def _plan_targets(lines: list[str], base_cflags: list[str], cuda_inc: Path, res:
     srcs = sorted((ROOT / "tests" / "backward_plan").glob("*.cpp"))
     if not srcs:
         return []
-    pymod = _pybind11_module("_backward_plan")
-    if pymod is None:
-        res.notes.append("backward planner test module NOT built: pybind11 is not installed")
+    module = _pybind11_target(lines, res, "_backward_plan", srcs, "backward_plan", "backward planner test module",
+                              lambda pyflags: [f for f in base_cflags if f != f"-I{cuda_inc}"] + pyflags)
+    if module is None:
         return []
-    module, pyflags = pymod
-    flags = [f for f in base_cflags if f != f"-I{cuda_inc}"] + pyflags
-    objs = _objects(lines, "cxx", srcs, "backward_plan", flags)
-    lines.append(f"build {_esc(module)}: link_cxx {' '.join(_esc(o) for o in objs)}")
     res.plan_module = module
     return [module]
 
