@@ -267,3 +267,49 @@ def test_user_cache_key_tag_is_kept():
     show = "import torch, torchtrt_swish; print(torch.compiler.config.cache_key_tag)"
     r = subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == f"mine;{ours}", r.stdout + r.stderr
+
+
+# ----------------------------------------------------------------------------- the same program as plain PyTorch
+
+
+def _block(act, channels_last: bool) -> torch.nn.Module:
+    """conv → act(x) + bias → conv (channels_last), or linear → act(x) + bias → linear, the bias a parameter."""
+    torch.manual_seed(0)
+    if channels_last:
+        first, last, bias = torch.nn.Conv2d(4, 8, 3, padding=1), torch.nn.Conv2d(8, 4, 1), torch.randn(8, 1, 1)
+    else:
+        first, last, bias = torch.nn.Linear(16, 32), torch.nn.Linear(32, 16), torch.randn(32)
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first, self.last, self.bias = first, last, torch.nn.Parameter(bias)
+
+        def forward(self, x):
+            return self.last(act(self.first(x), self.bias))
+
+    m = Block()
+    return m.to(memory_format=CL) if channels_last else m
+
+
+@pytest.mark.parametrize("task", ["inference", "train"])
+@pytest.mark.parametrize("shape", [(2, 4, 6, 6), (2, 4, 1, 1), (8, 16)], ids=["conv_channels_last", "conv_1x1", "tokens"])
+def test_inductor_compiles_the_same_graph_as_plain_silu(task, shape):
+    """Inductor gets the same post-grad graph for the op as for plain F.silu(x) + b: the same ATen ops in the same
+    order for inference, the same op counts for a training step (the backward sums dbias in another place). A
+    different form of the math (x * sigmoid(x) against silu's x / (1 + exp(-x))) or a layout clone that the strides
+    do not need would make the compiled networks two different programs (benchmarks/RESULTS.md, RegNetY). A
+    channels_last [N, C, 1, 1] activation is also contiguous, but with other strides: the kernels' rule is met
+    without a clone to canonical strides, which inductor would not drop as a no-op."""
+    from tools.inductor_graph_diff import op_counts, post_grad_graphs
+
+    channels_last = len(shape) == 4
+    x = torch.randn(shape).contiguous(memory_format=CL) if channels_last else torch.randn(shape)
+    variants = {"plain": lambda t, b: torch.nn.functional.silu(t) + b, "ours": torchtrt_swish.swish}
+    graphs = {v: post_grad_graphs(_block(act, channels_last), x.clone(), task) for v, act in variants.items()}
+    ops = {v: [[str(n.target) for n in g.nodes if n.op == "call_function"] for g in gs] for v, gs in graphs.items()}
+    assert any("sigmoid" in t or "exp" in t for seq in ops["plain"] for t in seq), ops["plain"]
+    if task == "inference":
+        assert ops["ours"] == ops["plain"]
+    else:
+        assert op_counts(graphs["ours"]) == op_counts(graphs["plain"])

@@ -139,15 +139,22 @@ def _laid_out_as_kernel_output(t: torch.Tensor, x: torch.Tensor) -> torch.Tensor
     # and the fake kernels give _kept_format(x). A clone with an explicit memory format allocates like
     # torch.empty(memory_format=...), so the traced strides are the declared ones whatever t's were; inductor
     # lowers the clone into the same pointwise kernel (no extra pass) and gives graph outputs their traced strides
-    # (config.keep_output_stride), which its own decompositions rely on the same way.
-    return torch.clone(t, memory_format=_kept_format(x))
+    # (config.keep_output_stride), which its own decompositions rely on the same way. Where t is already laid out
+    # so (channels_last [N, C, 1, 1] is also contiguous, with other strides), the clone is left out: inductor keeps
+    # a clone that changes strides as a node of its own, and plain F.silu(x) + b has none.
+    fmt = _kept_format(x)
+    return t if t.is_contiguous(memory_format=fmt) else torch.clone(t, memory_format=fmt)
 
 
 def swish_decomposition(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """torchtrt_swish::swish as ATen ops: x * sigmoid(x) + bias in the compute type, rounded once."""
+    """torchtrt_swish::swish as ATen ops: silu(x) + bias in the compute type, rounded once.
+
+    F.silu rather than x * sigmoid(x): for fp32, inductor then gets the very graph plain F.silu(x) + b gives it
+    (silu's x / (1 + exp(-x)), the division form of the fp32 kernel too); for fp16/bf16 it differs only in
+    rounding once, after the bias add, where plain rounds silu(x) first."""
     acc = _compute_dtype(x.dtype)
     xf = x.to(acc)
-    return _laid_out_as_kernel_output((xf * torch.sigmoid(xf) + bias.to(acc)).to(x.dtype), x)
+    return _laid_out_as_kernel_output((torch.nn.functional.silu(xf) + bias.to(acc)).to(x.dtype), x)
 
 
 def swish_backward_decomposition(grad: torch.Tensor, x: torch.Tensor, bias: torch.Tensor):
