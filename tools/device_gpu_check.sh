@@ -3,7 +3,7 @@
 # torch, GPU tests, compute-sanitizer, benchmark. Logs land in $OUT. Carry: third_party (TensorRT headers),
 # .whl (onnx-graphsurgeon, polygraphy).
 # Usage: bash tools/device_gpu_check.sh [tests|sanitize|bench|plugin|ncu|cpu|omp|debug|layouts|effnet|issue15|
-#                                        issue24|all]...
+#                                        issue24|hostops|all]...
 #   omp: the CPU op on the host's cores (issue 24 item 5): _C's OpenMP symbols and runtime, tests/test_cpu_parallel.py
 #        and test_ops' CPU tests, then benchmarks/bench_cpu.py at 1, 2 and all threads (CPU_BENCH_ARGS).
 #   layouts: benchmarks/bench_layouts.py (LAYOUT_ARGS, default --quick) plus an A/B of the kernels' previous layout
@@ -20,6 +20,7 @@
 #            compiled graphs from those caches.
 #            Each step under a timeout (the tables share what is left of ISSUE24_BUDGET=550 s since the build
 #            began), so a slow one costs rows (the CSV is rewritten after each), not the call.
+#   hostops: tools/host_ops.py per ';'-separated argument set in HOST_OPS (after issue24, so alone on the GPU).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -163,6 +164,14 @@ if [[ $steps == *issue24* ]]; then
         grep -E "^(\||device|CHECK|wrote|[a-z_0-9]+: batch)" "$OUT/networks_$net.log"
         echo "networks $net: exit $nrc after $per s allowed, at $(( $(date +%s) - t24 )) s"
         [ $nrc -eq 0 ] || rc=1
+    done
+fi
+if [[ $steps == *hostops* ]]; then
+    # tools/host_ops.py once per ';'-separated argument set of HOST_OPS (alone on the machine: host times).
+    IFS=';' read -ra cases <<< "${HOST_OPS:---dtype bf16 --batch 8}"
+    for c in "${cases[@]}"; do
+        echo "== host_ops $c"
+        timeout -k 5 120 python3 tools/host_ops.py $c 2>&1 | grep -vE "Warning|warn" | tee -a "$OUT/host_ops.log"
     done
 fi
 if [[ $steps == *all* || $steps == *plugin* ]]; then

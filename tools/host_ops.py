@@ -1,0 +1,74 @@
+"""Where an eager step's host time goes, op by op, for both swish variants of a network (benchmarks/networks.py).
+
+bench_networks.py reports the host time of a step as one number (the self-CPU total); this prints, per variant,
+the ATen ops with the most self-CPU time per step (torch.profiler's key_averages), and then the ops whose per-step
+calls or self-CPU time differ most between plain and ours, so a difference in host cost can be put down to the ops
+that make it. A small batch keeps the GPU from backing up the launch queue, which would add blocked time to the ops
+that happen to launch then.
+    python tools/host_ops.py [--network regnet_y_400mf] [--dtype bf16|fp32] [--task train|inference] [--batch 8]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks import bench_networks, networks  # noqa: E402
+
+
+def per_step_ops(step, steps: int, device: str) -> dict[str, tuple[float, float]]:
+    """{op name: (calls per step, self-CPU µs per step)} over `steps` profiled calls of step() after two unprofiled."""
+    for _ in range(2):
+        step()
+    bench_networks._sync(device)()
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    with torch.profiler.profile(activities=acts) as prof:
+        for _ in range(steps):
+            step()
+        bench_networks._sync(device)()
+    return {e.key: (e.count / steps, e.self_cpu_time_total / steps) for e in prof.key_averages()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print each variant's top ops by self-CPU time, then the largest differences (ours - plain)."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--network", choices=sorted(networks.NETWORKS), default="regnet_y_400mf")
+    ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
+    ap.add_argument("--task", choices=["train", "inference"], default="train")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    args = ap.parse_args(argv)
+    if args.batch < 1 or args.steps < 1 or args.top < 1:
+        ap.error(f"--batch, --steps and --top must be >= 1, got {args.batch}, {args.steps} and {args.top}")
+    smoke = args.device == "cpu"
+    net = networks.NETWORKS[args.network]
+    models, _ = networks.build_variants(net, args.device, smoke)
+    x, target = networks.make_batch(net, args.batch, args.device, smoke, net.channels_last)
+    if net.channels_last:
+        models = {k: m.to(memory_format=torch.channels_last) for k, m in models.items()}
+    models, x, amp = bench_networks.dtype_setup(args.dtype, models, x, args.device)
+    loss = networks.loss_fn(net)
+    ops = {}
+    for v, m in models.items():
+        step = bench_networks.make_step(m, args.task, x, target, loss, amp, False)
+        ops[v] = per_step_ops(step, args.steps, args.device)
+        total = sum(us for _, us in ops[v].values())
+        print(f"{v}: self-CPU {total / 1e3:.2f} ms per step, {sum(c for c, _ in ops[v].values()):.0f} op calls")
+        for name, (calls, us) in sorted(ops[v].items(), key=lambda kv: -kv[1][1])[:args.top]:
+            print(f"  {us / 1e3:8.3f} ms  {calls:7.0f} calls  {name}")
+    names = set(ops["plain"]) | set(ops["ours"])
+    diff = {k: (ops["ours"].get(k, (0, 0))[0] - ops["plain"].get(k, (0, 0))[0],
+                ops["ours"].get(k, (0, 0))[1] - ops["plain"].get(k, (0, 0))[1]) for k in names}
+    print("ours - plain, largest self-CPU differences per step:")
+    for name, (calls, us) in sorted(diff.items(), key=lambda kv: -abs(kv[1][1]))[:args.top]:
+        print(f"  {us / 1e3:+8.3f} ms  {calls:+7.0f} calls  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
