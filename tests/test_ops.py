@@ -797,3 +797,35 @@ def test_channels_last_export_and_compile(shape, fmt):
         y.backward(g)
         _assert_backward_close(x, b, g, backend, fn=lambda a, c: torch.compile(
             torchtrt_swish.swish, backend=backend, fullgraph=True)(a, c))
+
+
+# ----------------------------------------------------------------------------- host cost: no ops of our own
+
+
+def _aten_ops_inside(fn) -> list[str]:
+    """Names of the aten ops that run while fn() runs (torch.profiler, CPU events)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn()
+    return [e.name for e in prof.events() if e.name.startswith("aten::")]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fmt", [torch.contiguous_format, torch.channels_last], ids=["contiguous", "channels_last"])
+def test_per_channel_call_makes_no_view_ops(device, fmt):
+    """A conv activation with a [C, 1, 1] bias, in either layout, reaches its kernels without a view, permute or
+    reshape: in a network each of those is a dispatched op on every call, host time that plain F.silu(x) + b does
+    not spend (the channels_last bias is already in the kernels' order). On CUDA the outputs are allocated without
+    the dispatcher too, forward and backward, so the op makes no aten call at all."""
+    x = torch.randn(4, 8, 5, 6, device=device).contiguous(memory_format=fmt)
+    b = torch.randn(8, 1, 1, device=device)
+    g = torch.randn(x.shape, device=device).contiguous(memory_format=fmt)
+    torchtrt_swish.swish(x, b)  # first calls (library loading, caches) out of the trace
+    torch.ops.torchtrt_swish.swish_backward(g, x, b)
+    banned = ("aten::view", "aten::permute", "aten::reshape", "aten::as_strided", "aten::_reshape_alias")
+    calls = {"forward": lambda: torchtrt_swish.swish(x, b)}
+    if device == "cuda":
+        banned += ("aten::empty", "aten::empty_strided")
+        calls["backward"] = lambda: torch.ops.torchtrt_swish.swish_backward(g, x, b)
+    for what, fn in calls.items():
+        seen = [n for n in _aten_ops_inside(fn) if n.startswith(banned)]
+        assert not seen, f"{what} on {device}, {fmt}: {seen}"

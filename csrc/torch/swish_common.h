@@ -69,6 +69,49 @@ inline at::Tensor kernelView(at::Tensor const& t, int64_t xRank, at::MemoryForma
     return t.reshape(shape).permute(memoryOrder(xRank, fmt));
 }
 
+//! The sizes of kernelView(t, xRank, fmt), computed without making the view (each view is a dispatched op, host time
+//! on every call).
+inline std::vector<int64_t> kernelSizes(at::IntArrayRef sizes, int64_t xRank, at::MemoryFormat fmt)
+{
+    std::vector<int64_t> padded(static_cast<size_t>(xRank - static_cast<int64_t>(sizes.size())), 1);
+    padded.insert(padded.end(), sizes.begin(), sizes.end());
+    if (fmt == at::MemoryFormat::Contiguous)
+    {
+        return padded;
+    }
+    std::vector<int64_t> out;
+    for (int64_t const d : memoryOrder(xRank, fmt))
+    {
+        out.push_back(padded[static_cast<size_t>(d)]);
+    }
+    return out;
+}
+
+//! Whether kernelView(bias, xRank, fmt) lists bias's elements in bias's own row-major order: the permutation moves
+//! only dims of size 1 past the others ([C, 1, 1] under channels last). Then bias itself, contiguous, is the kernel's
+//! bias, and a contiguous dbias in bias's shape is the kernel's dbias.
+inline bool kernelOrderIsBiasOrder(at::IntArrayRef biasSizes, int64_t xRank, at::MemoryFormat fmt)
+{
+    if (fmt == at::MemoryFormat::Contiguous)
+    {
+        return true;
+    }
+    int64_t const off = xRank - static_cast<int64_t>(biasSizes.size());
+    int64_t last = -1;
+    for (int64_t const d : memoryOrder(xRank, fmt))
+    {
+        if (d >= off && biasSizes[static_cast<size_t>(d - off)] != 1)
+        {
+            if (d < last)
+            {
+                return false;
+            }
+            last = d;
+        }
+    }
+    return true;
+}
+
 //! A dbias computed in kernelView(bias) order, back in bias's own shape, contiguous.
 inline at::Tensor fromKernelView(at::Tensor const& db, at::Tensor const& bias, at::MemoryFormat fmt)
 {
@@ -113,11 +156,14 @@ inline void checkDtypes(at::Tensor const& x, at::Tensor const& bias, bool allowD
         "), got ", bias.device().str());
 }
 
+inline BiasClass classify(at::IntArrayRef xs, at::IntArrayRef bs)
+{
+    return classifyBias(xs.data(), static_cast<int32_t>(xs.size()), bs.data(), static_cast<int32_t>(bs.size()));
+}
+
 inline BiasClass classify(at::Tensor const& x, at::Tensor const& bias)
 {
-    auto const xs = x.sizes();
-    auto const bs = bias.sizes();
-    return classifyBias(xs.data(), static_cast<int32_t>(xs.size()), bs.data(), static_cast<int32_t>(bs.size()));
+    return classify(x.sizes(), bias.sizes());
 }
 
 //! Validate (x, bias) and return x dense in keptFormat(x) plus a bias and spec in x's memory order; materializes
@@ -131,18 +177,20 @@ inline Prepared prepare(at::Tensor const& x, at::Tensor const& bias, bool allowD
     Prepared p;
     p.format = keptFormat(x);
     p.x = x.contiguous(p.format);
-    at::Tensor const kx = kernelView(p.x, x.dim(), p.format);
-    at::Tensor const kb = kernelView(bias, x.dim(), p.format);
-    BiasClass const cls = p.format == at::MemoryFormat::Contiguous ? checked : classify(kx, kb);
+    int64_t const rank = x.dim();
+    std::vector<int64_t> const kx = kernelSizes(x.sizes(), rank, p.format);
+    BiasClass const cls
+        = p.format == at::MemoryFormat::Contiguous ? checked : classify(kx, kernelSizes(bias.sizes(), rank, p.format));
     if (cls.periodic)
     {
-        p.bias = kb.contiguous();
+        p.bias = kernelOrderIsBiasOrder(bias.sizes(), rank, p.format) ? bias.contiguous()
+                                                                      : kernelView(bias, rank, p.format).contiguous();
         p.spec = cls.spec;
     }
     else
     {
         // Broadcastable but not one block: rare, so pay one materialization rather than a strided kernel.
-        p.bias = kb.expand(kx.sizes()).contiguous();
+        p.bias = kernelView(bias, rank, p.format).expand(kx).contiguous();
         p.spec = BiasSpec{std::max<int64_t>(x.numel(), 1), 1};
     }
     return p;

@@ -2,7 +2,7 @@
 //
 // A .cpp, not a .cu: only the kernel object goes through nvcc, so torch headers never slow the CUDA build.
 #include <c10/cuda/CUDAStream.h>
-#include <ATen/ops/empty.h>
+#include <ATen/cuda/EmptyTensor.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
@@ -23,6 +23,13 @@ DType toDType(at::ScalarType t)
     }
 }
 
+//! An uninitialized CUDA tensor, allocated without a trip through the dispatcher (ATen's own kernels allocate their
+//! outputs this way too; a dispatched at::empty is an op of its own, host time on every call).
+at::Tensor emptyCuda(at::IntArrayRef sizes, at::TensorOptions const& like, at::MemoryFormat fmt)
+{
+    return at::detail::empty_cuda(sizes, like.dtype().toScalarType(), like.device(), fmt);
+}
+
 void checkLaunch(cudaError_t err, char const* what)
 {
     TORCH_CHECK(err == cudaSuccess, what, ": CUDA launch failed: ", cudaGetErrorString(err));
@@ -32,7 +39,7 @@ at::Tensor swishCuda(at::Tensor const& x, at::Tensor const& bias)
 {
     Prepared const p = prepare(x, bias, /*allowDouble=*/false);
     c10::cuda::CUDAGuard const guard(p.x.device());
-    at::Tensor y = p.emptyLikeX();
+    at::Tensor y = emptyCuda(p.x.sizes(), p.x.options(), p.format);
     checkLaunch(launchSwishForward(toDType(p.x.scalar_type()), p.x.const_data_ptr(), p.bias.const_data_ptr(),
                     y.mutable_data_ptr(), p.x.numel(), p.spec, c10::cuda::getCurrentCUDAStream()),
         "swish");
@@ -48,11 +55,12 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardCuda(at::Tensor const& grad, at:
     at::MemoryFormat const fmt = keptFormat(x);
     at::Tensor const g = grad.contiguous(fmt);
     at::Tensor const xc = x.contiguous(fmt);
-    at::Tensor dx = at::empty(xc.sizes(), xc.options().memory_format(fmt));
+    at::Tensor dx = emptyCuda(xc.sizes(), xc.options(), fmt);
     int64_t const n = xc.numel();
+    int64_t const rank = x.dim();
     DType const dt = toDType(xc.scalar_type());
-    at::Tensor const kb = kernelView(bias, x.dim(), fmt);
-    BiasClass const cls = classify(kernelView(xc, x.dim(), fmt), kb);
+    std::vector<int64_t> const kb = kernelSizes(bias.sizes(), rank, fmt);
+    BiasClass const cls = classify(kernelSizes(x.sizes(), rank, fmt), kb);
     if (n > 0 && cls.periodic)
     {
         // One pass over (g, x) for dx and dbias when the layout has a fused kernel.
@@ -60,13 +68,16 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardCuda(at::Tensor const& grad, at:
             dx.const_data_ptr());
         if (ws > 0)
         {
-            at::Tensor scratch = at::empty({static_cast<int64_t>((ws + 3) / 4)}, xc.options().dtype(at::kFloat));
-            at::Tensor dbias = at::empty(kb.sizes(), bias.options());
+            at::Tensor scratch = emptyCuda(
+                {static_cast<int64_t>((ws + 3) / 4)}, xc.options().dtype(at::kFloat), at::MemoryFormat::Contiguous);
+            bool const inBiasOrder = kernelOrderIsBiasOrder(bias.sizes(), rank, fmt);
+            at::Tensor dbias = emptyCuda(inBiasOrder ? bias.sizes() : at::IntArrayRef(kb), bias.options(),
+                at::MemoryFormat::Contiguous);
             checkLaunch(launchSwishBackwardFused(dt, g.const_data_ptr(), xc.const_data_ptr(), dx.mutable_data_ptr(),
                             dbias.mutable_data_ptr(), n, cls.spec, scratch.mutable_data_ptr(), ws,
                             c10::cuda::getCurrentCUDAStream()),
                 "swish_backward");
-            return {dx, fromKernelView(dbias, bias, fmt)};
+            return {dx, inBiasOrder ? dbias : fromKernelView(dbias, bias, fmt)};
         }
     }
     checkLaunch(launchSwishBackward(toDType(xc.scalar_type()), g.const_data_ptr(), xc.const_data_ptr(),
