@@ -20,6 +20,7 @@
 #            compiled graphs from those caches.
 #            Each step under a timeout (the tables share what is left of ISSUE24_BUDGET=550 s since the build
 #            began), so a slow one costs rows (the CSV is rewritten after each), not the call.
+#            SANITIZE_BESIDE=1: compute-sanitizer memcheck and racecheck of tools/sanitize_op.py beside them too.
 #   hostops: tools/host_ops.py per ';'-separated argument set in HOST_OPS (after issue24, so alone on the GPU).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -130,6 +131,14 @@ if [[ $steps == *issue24* ]]; then
         ( timeout 240 python3 -m pytest -q -p no:cacheprovider -m cuda -rs $xdist tests > "$OUT/pytest_cuda.log" 2>&1
           echo "pytest -m cuda: exit $? :: $(tail -1 "$OUT/pytest_cuda.log") at $(( $(date +%s) - t24 )) s"
           grep -E "^(FAILED|ERROR)" "$OUT/pytest_cuda.log" | head -20 ) &
+    fi
+    if [ -n "${SANITIZE_BESIDE:-}" ]; then
+        # compute-sanitizer memcheck and racecheck over tools/sanitize_op.py's cases, next to the tests.
+        for tool in memcheck racecheck; do
+            ( timeout -k 5 ${SANITIZE_TIMEOUT:-240} compute-sanitizer --tool $tool --error-exitcode 3 \
+                  python3 tools/sanitize_op.py > "$OUT/sanitize_op_$tool.log" 2>&1
+              echo "sanitizer $tool (op): exit $? :: $(tail -1 "$OUT/sanitize_op_$tool.log") at $(( $(date +%s) - t24 )) s" ) &
+        done
     fi
     for net in "${nets[@]}"; do
         # NETWORK_ARGS_<network>: options of that network's table only (e.g. --modes eager: no warm-up for it).
