@@ -180,7 +180,7 @@ if [[ $steps == *hostops* ]]; then
     IFS=';' read -ra cases <<< "${HOST_OPS:---dtype bf16 --batch 8}"
     for c in "${cases[@]}"; do
         echo "== host_ops $c"
-        timeout -k 5 120 python3 tools/host_ops.py $c 2>&1 | grep -vE "Warning|warn" | tee -a "$OUT/host_ops.log"
+        timeout -k 5 ${HOST_OPS_TIMEOUT:-120} python3 tools/host_ops.py $c 2>&1 | grep -vE "Warning|warn" | tee -a "$OUT/host_ops.log"
     done
 fi
 if [[ $steps == *all* || $steps == *plugin* ]]; then
