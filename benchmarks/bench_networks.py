@@ -420,10 +420,7 @@ def run(args) -> int:
         net = networks.NETWORKS[name]
         batch = args.batch or (2 if args.smoke else net.batch)
         cl = net.channels_last if args.format == "auto" else args.format == "channels_last"
-        models, swaps = networks.build_variants(net, dev, args.smoke)
-        x32, target = networks.make_batch(net, batch, dev, args.smoke, cl)
-        if cl:
-            models = {k: m.to(memory_format=torch.channels_last) for k, m in models.items()}
+        models, swaps, x32, target = networks.variants_with_batch(net, dev, args.smoke, batch, cl)
         err = networks.check_same(models, x32[:2])
         fmt = "channels_last" if cl else "contiguous"
         shape = f"batch {batch}, {net.describe(args.smoke)}"

@@ -216,3 +216,12 @@ def make_batch(net: Network, batch: int, device: str, smoke: bool, channels_last
     else:
         target = torch.randn(net.input_shape(batch, smoke), generator=g).to(device)
     return x, target
+
+
+def variants_with_batch(net: Network, device: str, smoke: bool, batch: int, channels_last: bool):
+    """(models, swaps, fp32 input, target): build_variants, in channels_last memory when asked, and make_batch."""
+    models, swaps = build_variants(net, device, smoke)
+    if channels_last:
+        models = {k: m.to(memory_format=torch.channels_last) for k, m in models.items()}
+    x, target = make_batch(net, batch, device, smoke, channels_last)
+    return models, swaps, x, target

@@ -68,10 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--kernels needs --device cuda, got --device {args.device}")
     smoke = args.device == "cpu"
     net = networks.NETWORKS[args.network]
-    models, _ = networks.build_variants(net, args.device, smoke)
-    x, target = networks.make_batch(net, args.batch, args.device, smoke, net.channels_last)
-    if net.channels_last:
-        models = {k: m.to(memory_format=torch.channels_last) for k, m in models.items()}
+    models, _, x, target = networks.variants_with_batch(net, args.device, smoke, args.batch, net.channels_last)
     models, x, amp = bench_networks.dtype_setup(args.dtype, models, x, args.device)
     loss = networks.loss_fn(net)
     ops = {}

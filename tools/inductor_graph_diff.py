@@ -51,12 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     net = networks.NETWORKS[args.network]
     cl = net.channels_last if args.format == "auto" else args.format == "channels_last"
-    models, _ = networks.build_variants(net, "cpu", True)
-    x, _ = networks.make_batch(net, 2, "cpu", True, cl)
+    models, _, x, _ = networks.variants_with_batch(net, "cpu", True, 2, cl)
     counts = {}
     for v, m in models.items():
-        if cl:
-            m = m.to(memory_format=torch.channels_last)
         graphs = post_grad_graphs(m, x, args.task)
         counts[v] = op_counts(graphs)
         print(f"{v}: {len(graphs)} graphs, {sum(counts[v].values())} ops")
