@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from torchtrt_swish._output import flush_stdout
+from torchtrt_swish._output import say as _say
 from torchtrt_swish.dtypes import BASELINE_FACTOR, DTYPES, TOLERANCES
 from torchtrt_swish.shapes import parse_shape_spec
 
@@ -58,33 +60,12 @@ def _progress(msg: str) -> None:
     print(f"[torchtrt-swish] {msg}", file=sys.stderr, flush=True)
 
 
-def _silence_stdout() -> None:
-    # The reader of stdout is gone (`... | head`): later writes, and the interpreter's last flush, go to devnull
-    # instead of raising BrokenPipeError (the recipe of Python's signal module documentation).
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):  # stdout without a file descriptor (captured): nothing to redirect
-        pass
-
-
-def _say(text: str) -> None:
-    """Print `text` on stdout; a closed stdout is not an error (the command goes on and keeps its exit code)."""
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:
-        _silence_stdout()
-
-
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     """build_parser().parse_args(argv); --help or --version into a closed stdout exits quietly."""
     try:
         return build_parser().parse_args(argv)
     except SystemExit:
-        try:
-            sys.stdout.flush()
-        except BrokenPipeError:
-            _silence_stdout()
+        flush_stdout()
         raise
 
 
@@ -106,29 +87,13 @@ def _same_file_key(path: Path):
         return ("path", os.path.realpath(path))
 
 
-def _writable_problem(path: Path) -> str | None:
-    from onnx_path.common import OutputPathError, output_target
-
-    try:
-        path = output_target(path)  # what a write replaces: the path, or a symlink's regular file
-    except OutputPathError as exc:
-        return str(exc)
-    parent = path.parent
-    if not parent.exists():
-        return f"its folder {parent} does not exist"
-    if not parent.is_dir():
-        return f"{parent} is not a folder"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"its folder {parent} is not writable"
-    return None
-
-
 _ONNX_INPUTS = ("input", "--reference")  # the _check_paths inputs that are ONNX files
 
 
 def _check_paths(inputs: dict[str, Path | str | None], outputs: dict[str, Path | None]) -> None:
     """UsageError unless every output can be written and none is an input (or its external data) or another output."""
     from onnx_path.common import external_data_files
+    from torchtrt_swish._output import output_problem
 
     seen = {}
     for opt, p in inputs.items():
@@ -145,7 +110,7 @@ def _check_paths(inputs: dict[str, Path | str | None], outputs: dict[str, Path |
         if key in seen:
             raise UsageError(f"{opt} {path} is the same file as {seen[key]}: refusing to overwrite it")
         seen[key] = f"{opt} {path}"
-        if (why := _writable_problem(Path(path))) is not None:
+        if (why := output_problem(path)) is not None:
             raise UsageError(f"{opt} {path} cannot be written: {why}")
 
 

@@ -3,15 +3,13 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import os
-import stat
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import onnx
 
+from torchtrt_swish import _output
 from torchtrt_swish.plugin import PLUGIN_NAME, PLUGIN_NAMESPACE, PLUGIN_VERSION
 
 # The node contract: TensorRT's ONNX parser falls back to the plugin registry with the node's op_type as plugin name
@@ -59,41 +57,25 @@ class OnnxInputError(ValueError):
     """A user-supplied ONNX input is unusable (missing file, not an ONNX model, nothing to work on)."""
 
 
-class OutputPathError(OnnxInputError):
+class OutputPathError(OnnxInputError, _output.OutputPathError):
     """An output path that must not be written: neither a regular file nor a new path (see output_target)."""
 
 
-_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
-
-
-def _not_regular(mode: int) -> str | None:
-    if stat.S_ISREG(mode):
-        return None
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
-
-
 def output_target(path: str | Path) -> Path:
-    """The file a write to `path` replaces: `path`, or the regular file a symlink there points to.
+    """The file a write to `path` replaces (torchtrt_swish._output.output_target); OutputPathError otherwise."""
+    with _output_errors():
+        return _output.output_target(path)
 
-    OutputPathError for anything else: a folder, a device, a FIFO, a socket, or a symlink to one of them, to nothing
-    or to itself. A link is written through, never replaced (os.replace on the link would swap it for a file).
-    """
-    path = Path(path)
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+
+@contextlib.contextmanager
+def _output_errors() -> Iterator[None]:
+    # The rule lives in torchtrt_swish._output; here its refusal is an OnnxInputError like every other bad input.
     try:
-        mode = os.stat(target).st_mode
-    except FileNotFoundError:
-        if target is not path:
-            raise OutputPathError(f"{path} is a symlink to {target}, which does not exist: not written through a "
-                                  "dangling link") from None
-        return path
-    except OSError as exc:  # ELOOP for a link to itself, EACCES
-        raise OutputPathError(f"{path} cannot be resolved ({exc.strerror or exc})") from None
-    if (what := _not_regular(mode)) is not None:
-        link = f" (a symlink to {target})" if target is not path else ""
-        raise OutputPathError(f"{path}{link} is {what}: only a regular file or a new path is written")
-    return target
+        yield
+    except _output.OutputPathError as exc:
+        if isinstance(exc, OutputPathError):
+            raise
+        raise OutputPathError(str(exc)) from None
 
 
 def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
@@ -159,30 +141,20 @@ def save_model(model: onnx.ModelProto, path: str | Path) -> Path:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | Path) -> Iterator[Path]:
+def atomic_output(path: str | Path, *, inputs=()) -> Iterator[Path]:
     """Yield a temporary path beside `path` to write to; it replaces `path` only when the block succeeds.
 
-    os.replace within one folder is atomic: an interrupted run leaves the old file (or none), never a truncated one.
-    `path` must be a regular file or a new path, or a symlink to a regular file, which is replaced in the link's
-    stead (output_target); anything else is an OutputPathError before anything is written.
+    The project's one output rule (torchtrt_swish._output.atomic_output): a regular file or a new path, a symlink
+    written through to its regular file, nothing else; no temporary file left behind. OutputPathError otherwise.
     """
-    path = output_target(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
-    try:
+    with _output_errors(), _output.atomic_output(path, inputs=inputs) as tmp:
         yield tmp
-        # Again just before the swap: what stands at `path` may have changed while the block wrote.
-        output_target(path)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
     """Write a text file atomically (see atomic_output)."""
-    path = Path(path)
-    with atomic_output(path) as tmp:
-        tmp.write_text(text)
-    return path
+    with _output_errors():
+        return _output.write_text(path, text)
 
 
 def first_line(exc: BaseException) -> str:

@@ -294,5 +294,5 @@ def test_table_json_and_exit_code(monkeypatch, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["rows"][-1]["status"] == FAIL
     args.json = str(tmp_path / "missing" / "d.json")
     assert doctor.run(args) == doctor.EXIT_USAGE
-    assert capsys.readouterr().err.strip() == (f"torchtrt-swish doctor: error: --json {args.json}: its folder does "
-                                               "not exist")
+    assert capsys.readouterr().err.strip() == (f"torchtrt-swish doctor: error: --json {args.json} cannot be written: "
+                                               f"its folder {tmp_path / 'missing'} does not exist")

@@ -47,6 +47,7 @@ from typing import Any
 import torch
 
 from . import converter
+from ._output import write_bytes
 from .plugin import plugin_library_path
 from .shapes import DynamicShapes, shape_ranges
 
@@ -178,7 +179,7 @@ def export_engine(model: torch.nn.Module, inputs: Sequence[torch.Tensor], path: 
         program, arg_inputs=trt_inputs(torch_tensorrt, ranges, inputs), **_settings(torch_tensorrt, settings))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(bytes(engine))
+    write_bytes(path, bytes(engine))
     # Engine inputs are named after the exported program's user inputs (placeholders).
     names = [str(s.arg.name) for s in program.graph_signature.input_specs
              if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]

@@ -500,40 +500,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run every check, print the table (or JSON); 1 when any row failed, else 0."""
+    """Run every check; write --json PATH, then print the table (or the JSON); 1 when any row failed, else 0."""
+    from ._output import OutputPathError, output_problem, say, write_text
+
     target = None if args.json in (None, "-") else Path(args.json)
-    if target is not None and (target.is_dir() or not target.parent.is_dir()):
-        print(f"torchtrt-swish doctor: error: --json {target}: "
-              f"{'is a directory' if target.is_dir() else 'its folder does not exist'}", file=sys.stderr)
-        return EXIT_USAGE
+    if target is not None and (why := output_problem(target)) is not None:  # before minutes of checks, not after
+        return _usage_error(f"--json {target} cannot be written: {why}")
     rows = collect()
     text = json.dumps(report(rows), indent=2) + "\n"
     if target is None and args.json == "-":
-        sys.stdout.write(text)
-    else:
-        print(table(rows))
-        if target is not None:
-            try:
-                _write_atomic(target, text)
-            except OSError as exc:
-                print(f"torchtrt-swish doctor: error: --json {target} could not be written: {exc.strerror or exc}",
-                      file=sys.stderr)
-                return EXIT_USAGE
-            print(f"wrote {target}")
+        say(text, end="")
+        return _exit_status(rows)
+    if target is not None:
+        # The file first: a reader of the table that goes away (`| head -1`) must not cost the report.
+        try:
+            write_text(target, text)
+        except (OSError, OutputPathError) as exc:
+            return _usage_error(f"--json {target} could not be written: {getattr(exc, 'strerror', None) or exc}")
+    say(table(rows))
+    if target is not None:
+        say(f"wrote {target}")
+    return _exit_status(rows)
+
+
+def _exit_status(rows: list[Row]) -> int:
     return EXIT_FAILED if any(r.status == FAIL for r in rows) else EXIT_OK
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    # A temporary file in the same folder, then renamed: a reader never sees half a report.
-    import tempfile
-
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
-        tmp.write(text)
-    try:
-        os.replace(tmp.name, path)
-    except OSError:
-        os.unlink(tmp.name)
-        raise
+def _usage_error(message: str) -> int:
+    print(f"torchtrt-swish doctor: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def main(argv: list[str] | None = None) -> int:
