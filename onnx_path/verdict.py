@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from torchtrt_swish.dtypes import BASELINE_FACTOR
+from torchtrt_swish.dtypes import BASELINE_FACTOR, unmatched_positions
 
 from .common import write_text_atomic
 
@@ -73,8 +73,7 @@ def error_stats(candidate, reference) -> dict:
     a, b = a.reshape(-1), b.reshape(-1)
     fa, fb = np.isfinite(a), np.isfinite(b)
     both = fa & fb
-    matched = both | (~fa & ~fb & (a == b))  # the same infinity; NaN == NaN is False
-    unmatched = int(np.count_nonzero(~matched))
+    unmatched = int(np.count_nonzero(unmatched_positions(a, b)))  # the rule of every comparison, doctor's too
     nan = bool(np.isnan(a).any() or np.isnan(b).any())
     diff = np.abs(a[both] - b[both])
     rel = diff / np.where(b[both] == 0, _EPSILON, np.abs(b[both]))

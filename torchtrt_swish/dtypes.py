@@ -5,6 +5,7 @@ is held to against its reference.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 #: The dtypes every host supports, by their canonical (torch / numpy) names.
@@ -25,7 +26,8 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 #: small factor in their largest error, a wrong model by orders of magnitude.
 BASELINE_FACTOR: float = 2.0
 
-__all__ = ["DTYPES", "ALIASES", "TOLERANCES", "BASELINE_FACTOR", "dtype_name", "parse_dtype", "tolerance"]
+__all__ = ["DTYPES", "ALIASES", "TOLERANCES", "BASELINE_FACTOR", "dtype_name", "parse_dtype", "tolerance",
+           "unmatched_positions"]
 
 
 def dtype_name(dtype: str | torch.dtype) -> str:
@@ -49,3 +51,12 @@ def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
 def tolerance(dtype: str | torch.dtype) -> tuple[float, float]:
     """(atol, rtol) for results in `dtype` (name, alias or torch dtype)."""
     return TOLERANCES[dtype_name(dtype)]
+
+
+def unmatched_positions(candidate, reference) -> np.ndarray:
+    """Where a result and its reference (same shape, float arrays) cannot pass: any NaN, or an infinity on one side
+    that the other does not have. Same-sign infinities match; a NaN never does, not even against another NaN."""
+    a, b = np.asarray(candidate, dtype=np.float64), np.asarray(reference, dtype=np.float64)
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    # a == b is False for NaN, so two NaNs stay unmatched.
+    return ~((fa & fb) | (~fa & ~fb & (a == b)))
