@@ -157,13 +157,35 @@ def test_op_parity_holds_the_tolerance():
 @pytest.mark.parametrize("mutant, match", [
     (lambda x, b: x * torch.sigmoid(x), "not close"),  # the bias dropped
     (lambda x, b: swish(x, b).nan_to_num(nan=0.0, posinf=float("inf"), neginf=-float("inf")),
-     "not close"),  # NaN is evidence, never zero
-    (lambda x, b: x * torch.sigmoid(x) * (1 - torch.sigmoid(x)) + b, "not close"),  # the seed's sigmoid-derivative
+     "NaN did not propagate"),  # NaN is evidence, never zero
+    (lambda x, b: torch.where(x == 0, float("nan"), swish(x, b)), "NaN never passes"),  # NaN where a number belongs
+    (lambda x, b: x * torch.sigmoid(x) * (1 - torch.sigmoid(x)) + b,
+     "got nan, expected inf"),  # the seed's sigmoid-derivative: inf * 1 * 0 at x = inf
     (lambda x, b: swish(x, b).float(), "returned torch.float32"),  # the dtype not kept (fp16 / bf16)
 ])
 def test_op_parity_fails_a_wrong_op(mutant, match):
     with pytest.raises(CheckFailed, match=match):
         doctor.op_parity("cpu", mutant)
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("got, expected", [
+    ([NAN], [NAN]), ([1.0], [NAN]), ([NAN], [1.0]), ([INF], [-INF]), ([1.0], [INF]), ([INF], [1.0]),
+    ([INF, 1.0], [INF, 1.0]), ([-INF], [-INF]), ([1.0, 2.0], [1.0, 2.0 + 1e-9]),
+])
+def test_compare_holds_the_rule_of_check(got, expected):
+    # One rule: the doctor fails exactly where `check`'s statistics have an unmatched position (NaN never passes).
+    from onnx_path.verdict import error_stats
+
+    fails = error_stats(got, expected)["nonfinite"]["mismatched"] > 0
+    if fails:
+        with pytest.raises(CheckFailed, match="NaN never passes"):
+            doctor.compare(torch.tensor(got), torch.tensor(expected), "float32")
+    else:
+        assert doctor.compare(torch.tensor(got), torch.tensor(expected), "float32") <= 1e-9
+    assert fails == (NAN in got or NAN in expected or got[0] != expected[0])  # the cases mean what they say
 
 
 def test_op_rows_skip_cuda_without_a_gpu_and_report_failures(monkeypatch):

@@ -282,18 +282,24 @@ def environment_rows() -> tuple[list[Row], list[Row], dict[str, Any]]:
 
 
 def compare(got: Any, expected: Any, dtype_name: str) -> float:
-    """Max abs error of `got` against `expected` (NaN where NaN, inf where inf); CheckFailed past the dtype's
-    tolerance (torchtrt_swish.dtypes.TOLERANCES), naming the worst element."""
+    """Max abs error of `got` against `expected`; CheckFailed at any NaN or unmatched infinity (the rule of `check`,
+    torchtrt_swish.dtypes.unmatched_positions) or past the dtype's tolerance, naming the worst element."""
     import torch
 
-    from .dtypes import tolerance
+    from .dtypes import tolerance, unmatched_positions
 
     atol, rtol = tolerance(dtype_name)
     got, expected = got.detach().double().cpu(), expected.detach().double().cpu()
     if got.shape != expected.shape:
         raise CheckFailed(f"shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
+    unmatched = torch.from_numpy(unmatched_positions(got.numpy(), expected.numpy()))
+    if unmatched.any():
+        first = tuple(int(i) for i in unmatched.nonzero()[0])
+        raise CheckFailed(f"{int(unmatched.sum())} of {got.numel()} elements are NaN or an infinity the other side "
+                          f"lacks (NaN never passes); first at index {first}: got {got[first].item()}, expected "
+                          f"{expected[first].item()}")
     try:
-        torch.testing.assert_close(got, expected, atol=atol, rtol=rtol, equal_nan=True)
+        torch.testing.assert_close(got, expected, atol=atol, rtol=rtol, equal_nan=False)
     except AssertionError as exc:
         raise CheckFailed(" ".join(str(exc).split())) from None
     finite = torch.isfinite(expected)
@@ -324,7 +330,14 @@ def op_parity(device: str, swish: Any = None) -> str:
                 got = swish(xd, bd)
                 if got.dtype != dtype or got.device != xd.device:
                     raise CheckFailed(f"returned {got.dtype} on {got.device}")
-                worst = max(worst, compare(got, expected, name))
+                got = got.detach().double().cpu()
+                if got.shape != expected.shape:
+                    raise CheckFailed(f"shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
+                # NaN in must be NaN out (the contract); compare() judges the rest, where NaN never passes.
+                if not got[(nan := expected.isnan())].isnan().all():
+                    raise CheckFailed(f"NaN did not propagate: {int((~got[nan].isnan()).sum())} of {int(nan.sum())} "
+                                      "NaN positions hold numbers")
+                worst = max(worst, compare(got[~nan], expected[~nan], name))
             except (CheckFailed, RuntimeError) as exc:
                 raise CheckFailed(f"{name}, {layout} bias: {exc}") from None
     return (f"{len(DTYPES)} dtypes x {len(biases)} bias layouts, with 0, inf, -inf, NaN: "
