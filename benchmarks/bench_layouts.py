@@ -24,8 +24,8 @@ output is checked against an fp64 reference first. Each row's variants run in th
 dynamic after the first shape of each kind (fewer compiles, but its kernels then divide by run-time sizes).
 
 Usage (H200): python benchmarks/bench_layouts.py --out $OUT/layouts.csv [--quick] [--dtypes fp32,bf16]
-    [--cases nchw_1152x7x7_n128,...] [--eager-rows small|all|none] [--variants ours,eager,compile] [--legacy]
---legacy sets TORCHTRT_SWISH_LEGACY_LAYOUTS=1 (the kernels' previous layout paths) for an A/B in a second process.
+    [--cases nchw_1152x7x7_n128,...] [--eager-rows small|all|none] [--variants ours,eager,compile] [--label NAME]
+--label names the build in the `kernels` column (before/after rows of two builds in one table).
 Rows print as they are measured; the CSV is written at the end, also when the run is cut short (SIGTERM, Ctrl-C).
 """
 from __future__ import annotations
@@ -184,15 +184,13 @@ def main() -> int:
     ap.add_argument("--variants", default="ours,eager,compile", help="subset of ours,eager,compile ('ours' always)")
     ap.add_argument("--compile", choices=["static", "auto"], default="static",
                     help="torch.compile per shape (dynamic=False) or dynamo's default (dynamic after a shape change)")
-    ap.add_argument("--legacy", action="store_true", help="the kernels' previous layout paths (A/B)")
+    ap.add_argument("--label", default="current", help="the build's name in the kernels column (before/after A/B)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_layouts: needs a CUDA GPU")
         return 2
     args.device = "cuda"
-    args.kernels = "legacy" if args.legacy else "current"
-    if args.legacy:
-        os.environ["TORCHTRT_SWISH_LEGACY_LAYOUTS"] = "1"  # read by the kernel library at its first launch
+    args.kernels = args.label
     import torchtrt_swish
     from benchmarks import bench_swish  # time_graph, time_loop, check; raises dynamo's recompile limits
     names = args.cases.split(",") if args.cases else (QUICK if args.quick else [c.name for c in CASES])

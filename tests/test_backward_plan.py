@@ -23,7 +23,6 @@ MODULE_FILE = native_build.BUILD / f"_backward_plan{sysconfig.get_config_var('EX
 THREADS = 256
 UNROLL = 4
 ROW_CHUNK_PACKS = THREADS * UNROLL * 2  # most packs one rows-kernel block reduces
-MIN_ROW_INNER = 512  # legacy layouts: shortest dim-1 run that takes the rows kernel
 COL_BLOCK_ELEMS = 65536  # most elements one columns-kernel block covers
 PLANE_PACKS = THREADS * 4  # most packs one planes-kernel block covers (four per thread)
 FINAL_THREADS = 1024  # most threads of a column-sum block
@@ -64,18 +63,15 @@ def pow2_at_least(v: int, cap: int) -> int:
 
 # ------------------------------------------------------------------------------------ the rules, stated again
 
-def expected_kind(dtype, n, channels, inner, aligned=True, legacy=False) -> str:
+def expected_kind(dtype, n, channels, inner, aligned=True) -> str:
     """Which kernel a layout takes: a scalar bias is one run (rows); a bias per element of the last dim is columns;
-    short fp16/bf16 planes whose packs and tiles line up are grouped columns; other planes the planes kernel. The
-    legacy paths: dim-1 runs of >= 512 took the rows kernel and shorter ones had no fused path."""
+    short fp16/bf16 planes whose packs and tiles line up are grouped columns; other planes the planes kernel."""
     if n <= 0 or n % (channels * inner):
         return "none"
-    if channels == 1 or (legacy and inner >= MIN_ROW_INNER):
+    if channels == 1:
         return "rows"
     if inner == 1:
         return "cols"
-    if legacy:
-        return "none"
     return "cols" if grouped_cols_apply(dtype, n, channels, inner, aligned) else "planes"
 
 
@@ -97,19 +93,16 @@ def grouped_cols_apply(dtype, n, channels, inner, aligned) -> bool:
     return 32 % tile == 0 and (tile * vw) % inner == 0 and n // row >= THREADS // tile
 
 
-def expected_rows(dtype, n, channels, inner, aligned=True, sms=H200_SMS):
-    """Rows plan: whole packs when every run is, about two blocks per SM, 256 to ROW_CHUNK_PACKS packs per block."""
+def expected_rows(dtype, n, aligned=True, sms=H200_SMS):
+    """Rows plan (a scalar bias, the tensor one run): whole packs when aligned (the last chunk takes the tail), about
+    two blocks per SM, 256 to ROW_CHUNK_PACKS packs per block, one partial sum per block."""
     vw = PACK[dtype]
-    length = n if channels == 1 else inner
-    rows = n // length
-    vec = vw if aligned and (length % vw == 0 or rows == 1) else 1
+    vec = vw if aligned else 1
     want = ceil_div(n // vec, 2 * sms)
     chunk_packs = min(max(ceil_div(want, THREADS) * THREADS, THREADS), ROW_CHUNK_PACKS)
     chunk = chunk_packs * vec
-    chunks = ceil_div(length, chunk)
-    outer = n // (channels * inner)
-    return dict(vec=vec, rows=rows, len=length, chunk_elems=chunk, chunks=chunks,
-                partial_rows=(1 if channels == 1 else outer) * chunks)
+    chunks = ceil_div(n, chunk)
+    return dict(vec=vec, len=n, chunk_elems=chunk, chunks=chunks, partial_rows=chunks)
 
 
 def expected_cols(dtype, n, row_len, group, aligned=True, sms=H200_SMS):
@@ -202,18 +195,18 @@ def spec_of(x_shape, layout):
     raise ValueError(layout)
 
 
-def check_plan(bp, dtype, n, channels, inner, aligned=True, sms=H200_SMS, legacy=False):
+def check_plan(bp, dtype, n, channels, inner, aligned=True, sms=H200_SMS):
     """The planner's plan for one layout against the rules above; returns it."""
-    got = bp.plan(dtype, n, channels, inner, aligned=aligned, sms=sms, legacy=legacy)
-    kind = expected_kind(dtype, n, channels, inner, aligned, legacy)
-    assert got["kind"] == kind, (dtype, n, channels, inner, aligned, legacy, got)
+    got = bp.plan(dtype, n, channels, inner, aligned=aligned, sms=sms)
+    kind = expected_kind(dtype, n, channels, inner, aligned)
+    assert got["kind"] == kind, (dtype, n, channels, inner, aligned, got)
     if kind == "none":
         assert got["workspace_bytes"] == 0
         return got
     if kind == "rows":
-        want = expected_rows(dtype, n, channels, inner, aligned, sms)
+        want = expected_rows(dtype, n, aligned, sms)
         part = got["rows"]
-        assert got["blocks"] == part["rows"] * part["chunks"]
+        assert got["blocks"] == part["chunks"]
     elif kind == "cols":
         group = 1 if inner == 1 else inner
         want = expected_cols(dtype, n, channels * inner, group, aligned, sms)
@@ -296,17 +289,6 @@ def test_fp32_planes_never_group(bp):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_legacy_layouts_take_rows_from_512_elements_per_run(bp, dtype):
-    """TORCHTRT_SWISH_LEGACY_LAYOUTS=1: dim-1 runs of 512 take the rows kernel, runs of 511 have no fused path (the
-    caller falls back to the unfused backward), last-dim biases keep the columns kernel."""
-    got = check_plan(bp, dtype, 8 * 16 * 512, 16, 512, legacy=True)
-    assert (got["kind"], got["rows"]["len"], got["partial_rows"]) == ("rows", 512, 8 * got["rows"]["chunks"])
-    assert check_plan(bp, dtype, 8 * 16 * 511, 16, 511, legacy=True)["kind"] == "none"
-    assert check_plan(bp, dtype, 8 * 16 * 511, 16, 511)["kind"] == "planes"
-    assert check_plan(bp, dtype, 8 * 16, 16, 1, legacy=True)["kind"] == "cols"
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
 def test_rows_chunks_grow_to_two_blocks_per_sm_then_stop(bp, dtype):
     """A scalar bias: chunks of whole 256-pack steps sized for two blocks per SM, capped at ROW_CHUNK_PACKS packs."""
     vw = PACK[dtype]
@@ -323,13 +305,10 @@ def test_rows_chunks_grow_to_two_blocks_per_sm_then_stop(bp, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_rows_pack_width_needs_alignment_and_whole_packs(bp, dtype):
-    """A scalar-bias tensor of any length is one run: packed when aligned (the last chunk has a tail); a dim-1
-    run (legacy) is packed only when it is whole packs."""
+    """A scalar-bias tensor of any length is one run: packed when aligned (the last chunk has a tail)."""
     vw = PACK[dtype]
     assert check_plan(bp, dtype, 1001, 1, 1)["vec"] == vw
     assert check_plan(bp, dtype, 1001, 1, 1, aligned=False)["vec"] == 1
-    assert check_plan(bp, dtype, 4 * 600 * vw, 4, 600 * vw, legacy=True)["vec"] == vw
-    assert check_plan(bp, dtype, 4 * (600 * vw + 1), 4, 600 * vw + 1, legacy=True)["vec"] == 1
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -443,42 +422,40 @@ def sweep():
 
 
 def test_plans_over_a_sweep_match_the_rules_and_cover_the_tensor(bp):
-    """Over the sweep, aligned and not, legacy and not: the plan is the rules' plan, and its blocks cover every
-    element once, start on pack boundaries, and write partial rows the workspace holds."""
+    """Over the sweep, aligned and not: the plan is the rules' plan, and its blocks cover every element once, start
+    on pack boundaries, and write partial rows the workspace holds (tests/test_backward_proof.py walks them)."""
     seen = set()
     for dtype, n, channels, inner in sweep():
         for aligned in (True, False):
-            for legacy in (False, True):
-                got = check_plan(bp, dtype, n, channels, inner, aligned=aligned, legacy=legacy)
-                kind = got["kind"]
-                seen.add((kind, got.get("planes", {}).get("shape")))
-                if kind == "none":
-                    continue
-                vec = got["vec"]
-                assert got["workspace"] >= got["partial_rows"] * channels * 4
-                if kind == "rows":
-                    r = got["rows"]
-                    assert r["rows"] * r["len"] == n and r["chunk_elems"] % vec == 0
-                    assert (r["chunks"] - 1) * r["chunk_elems"] < r["len"] <= r["chunks"] * r["chunk_elems"]
-                elif kind == "cols":
-                    c = got["cols"]
-                    assert c["packs_per_row"] * vec * c["rows"] == n
-                    assert (c["row_chunks"] - 1) * c["rows_per_block"] < c["rows"] <= c["row_chunks"] * c["rows_per_block"]
-                    assert c["rows_per_block"] % c["rows_per_step"] == 0 and c["tile_packs"] <= THREADS
+            got = check_plan(bp, dtype, n, channels, inner, aligned=aligned)
+            kind = got["kind"]
+            seen.add((kind, got.get("planes", {}).get("shape")))
+            assert kind != "none"
+            vec = got["vec"]
+            assert got["workspace"] >= got["partial_rows"] * channels * 4
+            if kind == "rows":
+                r = got["rows"]
+                assert r["len"] == n and r["chunk_elems"] % vec == 0
+                assert (r["chunks"] - 1) * r["chunk_elems"] < r["len"] <= r["chunks"] * r["chunk_elems"]
+            elif kind == "cols":
+                c = got["cols"]
+                assert c["packs_per_row"] * vec * c["rows"] == n
+                assert (c["row_chunks"] - 1) * c["rows_per_block"] < c["rows"] <= c["row_chunks"] * c["rows_per_block"]
+                assert c["rows_per_block"] % c["rows_per_step"] == 0 and c["tile_packs"] <= THREADS
+            else:
+                p = got["planes"]
+                assert p["block_elems"] % vec == 0 and p["inner_divisor"] == inner
+                assert p["lanes"] in (1, 2, 4, 8, 16, 32) and p["lanes"] * p["slots"] <= max(THREADS, p["slots"])
+                assert p["block_elems"] <= PLANE_PACKS * vec
+                if p["shape"] == "split":
+                    assert (p["splits"] - 1) * p["block_elems"] < inner <= p["splits"] * p["block_elems"]
+                    assert got["blocks"] == (n // inner) * p["splits"]
                 else:
-                    p = got["planes"]
-                    assert p["block_elems"] % vec == 0 and p["inner_divisor"] == inner
-                    assert p["lanes"] in (1, 2, 4, 8, 16, 32) and p["lanes"] * p["slots"] <= max(THREADS, p["slots"])
-                    assert p["block_elems"] <= PLANE_PACKS * vec
-                    if p["shape"] == "split":
-                        assert (p["splits"] - 1) * p["block_elems"] < inner <= p["splits"] * p["block_elems"]
-                        assert got["blocks"] == (n // inner) * p["splits"]
-                    else:
-                        assert p["block_elems"] == p["block_planes"] * inner
-                        assert (got["blocks"] - 1) * p["block_elems"] < n <= got["blocks"] * p["block_elems"]
-                        if p["shape"] == "samples":
-                            assert p["block_planes"] % channels == 0
-    assert seen >= {("rows", None), ("cols", None), ("none", None), ("planes", "samples"), ("planes", "planes"),
+                    assert p["block_elems"] == p["block_planes"] * inner
+                    assert (got["blocks"] - 1) * p["block_elems"] < n <= got["blocks"] * p["block_elems"]
+                    if p["shape"] == "samples":
+                        assert p["block_planes"] % channels == 0
+    assert seen >= {("rows", None), ("cols", None), ("planes", "samples"), ("planes", "planes"),
                     ("planes", "split")}, seen
 
 

@@ -6,8 +6,8 @@
 #                                        issue24|hostops|all]...
 #   omp: the CPU op on the host's cores (issue 24 item 5): _C's OpenMP symbols and runtime, tests/test_cpu_parallel.py
 #        and test_ops' CPU tests, then benchmarks/bench_cpu.py at 1, 2 and all threads (CPU_BENCH_ARGS).
-#   layouts: benchmarks/bench_layouts.py (LAYOUT_ARGS, default --quick) plus an A/B of the kernels' previous layout
-#            paths on the dim-1 cases; effnet: benchmarks/bench_efficientnet.py (EFFNET_ARGS).
+#   layouts: benchmarks/bench_layouts.py (LAYOUT_ARGS, default --quick)
+#   effnet: benchmarks/bench_efficientnet.py (EFFNET_ARGS).
 #   issue15: the checks and the layout table of issue 15 in one call of about 8 minutes with the build: `cuda` tests
 #            (4 pytest workers) next to compute-sanitizer memcheck and racecheck on the layout paths, then the layout
 #            table (three dtypes) alone on the GPU; each step under a timeout, so a slow one costs its rows, not the
@@ -88,12 +88,9 @@ if [[ $steps == *all* || $steps == *bench* ]]; then
     python3 benchmarks/bench_swish.py --out "$OUT/bench.csv" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -90
 fi
 layouts_bench() {
-    # $1: seconds for the main table. Cases and dtypes the A/B repeats with the previous layout paths (ours only).
+    # $1: seconds for the main table.
     timeout "$1" python3 benchmarks/bench_layouts.py --out "$OUT/layouts.csv" ${LAYOUT_ARGS:---quick --dtypes fp16,bf16,fp32} \
         2>&1 | tee -a "$OUT/benchmarks.log" | grep -v "^wrote"
-    timeout 30 python3 benchmarks/bench_layouts.py --legacy --variants ours --timing graph --dtypes bf16 \
-        --cases nchw_1152x7x7_n128,nchw_256x14x14_n64,nchw_32x112x112_n128,dim1_64x16_2^24 \
-        --out "$OUT/layouts_legacy.csv" 2>&1 | tee -a "$OUT/benchmarks.log" | grep -E "^(case|nchw|dim1|device)"
 }
 effnet_bench() {
     timeout "$1" python3 benchmarks/bench_efficientnet.py --out "$OUT/efficientnet.csv" ${EFFNET_ARGS:-} 2>&1 \

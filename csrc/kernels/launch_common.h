@@ -21,6 +21,7 @@ enum class DType : int32_t { kFLOAT32 = 0, kFLOAT16 = 1, kBFLOAT16 = 2 };
 namespace detail {
 
 constexpr int kTHREADS = 256;
+constexpr int kWARPS = kTHREADS / 32;
 // Independent 16-byte packs per thread per iteration of the backward kernels: enough bytes in flight to cover HBM
 // latency.
 constexpr int kUNROLL = 4;

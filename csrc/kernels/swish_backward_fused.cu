@@ -3,6 +3,7 @@
 // (swish_backward_rows_cols.cu, swish_backward_planes.cu), then the fixed-order column sums of the partial matrix.
 // No torch, no TensorRT: the torch extension links this object.
 #include "swish_backward_fused.cuh"
+#include "swish_backward_index.h"
 
 namespace torchtrt_swish {
 namespace {
@@ -19,14 +20,14 @@ __global__ void __launch_bounds__(kFINAL_THREADS) finalizeColumnsKernel(float co
     int64_t C, int colsPer, int64_t sliceRows, TOut* __restrict__ out)
 {
     __shared__ float smem[kFINAL_THREADS / 32 * 8]; // a sum per warp and column (colsPer <= 8)
-    // colsPer is a power of two: shifts, not the ~20 instructions of a run-time division each.
     int const shift = __ffs(colsPer) - 1;
-    int const tx = static_cast<int>(threadIdx.x) & (colsPer - 1);
-    int const ty = static_cast<int>(threadIdx.x) >> shift;
+    SumThread const th = sumThread(shift, static_cast<int>(threadIdx.x), blockIdx.x, blockIdx.y, R, sliceRows);
+    int const tx = th.tx;
+    int const ty = th.ty;
     int const lanes = static_cast<int>(blockDim.x) >> shift;
-    int64_t const c = static_cast<int64_t>(blockIdx.x) * colsPer + tx;
-    int64_t const r0 = static_cast<int64_t>(blockIdx.y) * sliceRows;
-    int64_t const r1 = min(R, r0 + sliceRows);
+    int64_t const c = th.c;
+    int64_t const r0 = th.r0;
+    int64_t const r1 = th.r1;
     float s = 0.0f;
     if (c < C)
     {
@@ -62,7 +63,7 @@ __global__ void __launch_bounds__(kFINAL_THREADS) finalizeColumnsKernel(float co
     int const warps = static_cast<int>(blockDim.x) / 32; // blockDim.x is a power of two >= 32 (sumShape)
     if (lane < colsPer)
     {
-        smem[(threadIdx.x / 32) * colsPer + lane] = s;
+        smem[sumWarpSlot(static_cast<int>(threadIdx.x / 32), colsPer, lane)] = s;
     }
     __syncthreads();
     if (threadIdx.x < 32)
@@ -72,7 +73,7 @@ __global__ void __launch_bounds__(kFINAL_THREADS) finalizeColumnsKernel(float co
         float total = 0.0f;
         for (int w = lane >> shift; w < warps; w += 32 >> shift)
         {
-            total += smem[w * colsPer + tx];
+            total += smem[sumWarpSlot(w, colsPer, tx)];
         }
         for (int o = colsPer; o < 32; o <<= 1)
         {
@@ -86,61 +87,76 @@ __global__ void __launch_bounds__(kFINAL_THREADS) finalizeColumnsKernel(float co
 }
 
 // Multiprocessors of the current device, cached: the fused backward sizes its blocks so small tensors still
-// spread over the whole chip (cudaDeviceGetAttribute is cheap, but not free per launch).
-int smCount()
+// spread over the whole chip (cudaDeviceGetAttribute is cheap, but not free per launch). No guess when the query
+// fails: the plan depends on the count, and the caller gets the error.
+cudaError_t smCount(int& sms)
 {
     static std::atomic<int> cache[64];
     int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess)
     {
-        return 132;
+        return e;
     }
-    int v = cache[dev].load(std::memory_order_relaxed);
+    int v = dev >= 0 && dev < 64 ? cache[dev].load(std::memory_order_relaxed) : 0;
     if (v == 0)
     {
-        if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v <= 0)
+        e = cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev);
+        if (e != cudaSuccess)
         {
-            v = 132;
+            return e;
         }
-        cache[dev].store(v, std::memory_order_relaxed);
+        if (v <= 0)
+        {
+            return cudaErrorInvalidDevice;
+        }
+        if (dev >= 0 && dev < 64)
+        {
+            cache[dev].store(v, std::memory_order_relaxed);
+        }
     }
-    return v;
+    sms = v;
+    return cudaSuccess;
 }
 
-FusedPlan planFor(DType dtype, int64_t n, BiasSpec spec, void const* g, void const* x, void const* dx)
+cudaError_t planFor(FusedPlan& plan, DType dtype, int64_t n, BiasSpec spec, void const* g, void const* x,
+    void const* dx)
 {
-    return planFused(dtype, n, spec, aligned16(g) && aligned16(x) && aligned16(dx), smCount(), legacyLayouts());
+    int sms = 0;
+    cudaError_t const e = smCount(sms);
+    if (e == cudaSuccess)
+    {
+        plan = planFused(dtype, n, spec, aligned16(g) && aligned16(x) && aligned16(dx), sms);
+    }
+    return e;
 }
 
-// dbias from the partial matrix ws[partialRows][channels]: one launch, or two over row slices (planSums).
+// dbias from the partial matrix ws[partialRows][channels]: one launch, or two over row slices (sumStages).
 template <typename T>
 cudaError_t sumColumns(FusedPlan const& plan, float* ws, T* dbias, cudaStream_t stream)
 {
-    int64_t const R = plan.partialRows;
-    int64_t const C = plan.channels;
-    if (plan.sumSlices > 1)
+    SumStage stages[2];
+    int const count = sumStages(plan, stages);
+    for (int i = 0; i < count; ++i)
     {
-        int64_t const sliceRows = (R + plan.sumSlices - 1) / plan.sumSlices;
-        SumShape const first = sumShape(sliceRows, C, kSUM_SLICE_LANE_ROWS);
-        SumShape const second = sumShape(plan.sumSlices, C, kSUM_LANE_ROWS);
-        if (first.blocks == 0)
+        SumStage const& st = stages[i];
+        if (st.shape.blocks == 0)
         {
             return cudaErrorInvalidConfiguration;
         }
-        float* const slices = ws + R * C;
-        finalizeColumnsKernel<float><<<dim3(first.blocks, static_cast<unsigned>(plan.sumSlices)),
-            static_cast<unsigned>(first.threads), 0, stream>>>(ws, R, C, first.colsPer, sliceRows, slices);
-        finalizeColumnsKernel<T><<<second.blocks, static_cast<unsigned>(second.threads), 0, stream>>>(
-            slices, plan.sumSlices, C, second.colsPer, plan.sumSlices, dbias);
-        return cudaGetLastError();
+        dim3 const grid(st.shape.blocks, st.slices);
+        auto const threads = static_cast<unsigned>(st.shape.threads);
+        if (st.outOffset >= 0)
+        {
+            finalizeColumnsKernel<float><<<grid, threads, 0, stream>>>(ws + st.inOffset, st.rows, plan.channels,
+                st.shape.colsPer, st.sliceRows, ws + st.outOffset);
+        }
+        else
+        {
+            finalizeColumnsKernel<T><<<grid, threads, 0, stream>>>(ws + st.inOffset, st.rows, plan.channels,
+                st.shape.colsPer, st.sliceRows, dbias);
+        }
     }
-    SumShape const one = sumShape(R, C, kSUM_LANE_ROWS);
-    if (one.blocks == 0)
-    {
-        return cudaErrorInvalidConfiguration;
-    }
-    finalizeColumnsKernel<T><<<one.blocks, static_cast<unsigned>(one.threads), 0, stream>>>(ws, R, C, one.colsPer, R,
-        dbias);
     return cudaGetLastError();
 }
 
@@ -169,13 +185,19 @@ cudaError_t fused(FusedPlan const& plan, void const* g, void const* x, void* dx,
 size_t swishBackwardFusedWorkspace(DType dtype, int64_t n, BiasSpec spec, void const* grad, void const* x,
     void const* dx) noexcept
 {
-    return fusedWorkspaceBytes(planFor(dtype, n, spec, grad, x, dx));
+    FusedPlan plan;
+    return planFor(plan, dtype, n, spec, grad, x, dx) == cudaSuccess ? fusedWorkspaceBytes(plan) : 0;
 }
 
 cudaError_t launchSwishBackwardFused(DType dtype, void const* grad, void const* x, void* dx, void* dbias, int64_t n,
     BiasSpec spec, void* workspace, size_t workspaceBytes, cudaStream_t stream) noexcept
 {
-    FusedPlan const plan = planFor(dtype, n, spec, grad, x, dx);
+    FusedPlan plan;
+    cudaError_t const e = planFor(plan, dtype, n, spec, grad, x, dx);
+    if (e != cudaSuccess)
+    {
+        return e;
+    }
     if (plan.kind == FusedKind::kNONE || workspace == nullptr || workspaceBytes < plan.workspace || dbias == nullptr)
     {
         return cudaErrorInvalidValue;

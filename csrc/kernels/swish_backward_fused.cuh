@@ -11,8 +11,6 @@
 namespace torchtrt_swish {
 namespace detail {
 
-constexpr int kWARPS = kTHREADS / 32;
-
 // The block index that the rows and planes kernels work on: the grid walks the tensor from its end. The backward
 // usually runs right after something that went through x or g from the start (the forward just read x; the layer
 // after wrote g), so the last part of them may still be in L2 and is read first, before the first part's misses

@@ -2,7 +2,7 @@
 // shape a layout gets, how many partial sums it writes and how they are added, and the workspace that takes.
 //
 // Plain C++, header-only: no CUDA. Everything the planner depends on besides the shape (the pointers' alignment,
-// the multiprocessor count, TORCHTRT_SWISH_LEGACY_LAYOUTS) is an argument, so tests/backward_plan can check the
+// the multiprocessor count) is an argument, so tests/backward_plan can check the
 // choices without a GPU. The kernels read these structs as their launch parameters.
 //
 // Every block of the main kernel writes fp32 partial sums of g to a workspace laid out as a matrix partial[R][C]
@@ -26,21 +26,18 @@ namespace detail {
 
 // Elements one block of the rows kernel reduces: enough work per block to amortize its partial write.
 constexpr int64_t kROW_CHUNK_PACKS = static_cast<int64_t>(kTHREADS) * kUNROLL * 2;
-// Legacy layouts only: dim-1 runs this long took the rows kernel (one block per run), shorter ones the unfused path.
-constexpr int64_t kMIN_ROW_INNER = 512;
 // Elements per block in the columns kernel.
 constexpr int64_t kCOL_BLOCK_ELEMS = 65536; // amortizes the per-block reduction and partial write
 constexpr int kFINAL_THREADS = 1024;
 constexpr int kPLANE_PPT = 4;
 constexpr int kPLANE_PACKS = kTHREADS * kPLANE_PPT; // packs per block of the planes kernel at the most
 
+// A scalar bias: the whole tensor is one run, split in chunks of chunkElems (whole packs), one block each.
 struct RowsPlan
 {
-    int64_t rows;   // outer * C
-    int64_t len;    // elements per row (inner; n for a scalar bias)
-    int64_t chunks; // chunks per row
+    int64_t len; // n
+    int64_t chunks;
     int64_t chunkElems;
-    int64_t channels;
 };
 
 struct ColsPlan
@@ -276,8 +273,8 @@ inline void planSums(FusedPlan& plan)
 }
 
 // The fused backward's plan for n elements of dtype with this bias, or kind kNONE when it has no fused path.
-// aligned: g, x and dx all start on 16 bytes; sms: multiprocessors of the device; legacy: legacyLayouts().
-inline FusedPlan planFused(DType dtype, int64_t n, BiasSpec spec, bool aligned, int sms, bool legacy)
+// aligned: g, x and dx all start on 16 bytes; sms: multiprocessors of the device.
+inline FusedPlan planFused(DType dtype, int64_t n, BiasSpec spec, bool aligned, int sms)
 {
     FusedPlan plan;
     if (n <= 0 || spec.channels < 1 || spec.inner < 1 || n % (spec.channels * spec.inner) != 0)
@@ -287,13 +284,11 @@ inline FusedPlan planFused(DType dtype, int64_t n, BiasSpec spec, bool aligned, 
     int const vw = vecWidth(dtype);
     int64_t const outer = n / (spec.channels * spec.inner);
     plan.channels = spec.channels;
-    if (spec.channels == 1 || (legacy && spec.inner >= kMIN_ROW_INNER))
+    if (spec.channels == 1)
     {
         RowsPlan& r = plan.rows;
-        r.len = spec.channels == 1 ? n : spec.inner;
-        r.rows = n / r.len;
-        r.channels = spec.channels;
-        plan.vec = (aligned && r.len % vw == 0) || (aligned && r.rows == 1) ? vw : 1;
+        r.len = n;
+        plan.vec = aligned ? vw : 1; // one run: the tail of a length that is not whole packs is the last chunk's
         // Aim for at least two blocks per SM, one pack per thread at the least, kROW_CHUNK_PACKS at the most.
         int64_t const want = (n / plan.vec + 2 * sms - 1) / (2 * sms);
         int64_t const chunkPacks = std::clamp<int64_t>((want + kTHREADS - 1) / kTHREADS * kTHREADS, kTHREADS,
@@ -301,7 +296,7 @@ inline FusedPlan planFused(DType dtype, int64_t n, BiasSpec spec, bool aligned, 
         r.chunkElems = chunkPacks * plan.vec;
         r.chunks = (r.len + r.chunkElems - 1) / r.chunkElems;
         plan.kind = FusedKind::kROWS;
-        plan.partialRows = (spec.channels == 1 ? 1 : outer) * r.chunks;
+        plan.partialRows = r.chunks;
     }
     else if (spec.inner == 1)
     {
@@ -309,18 +304,14 @@ inline FusedPlan planFused(DType dtype, int64_t n, BiasSpec spec, bool aligned, 
         planCols(plan, n, spec.channels, 1, aligned, vw, sms);
         plan.kind = FusedKind::kCOLS;
     }
-    else if (!legacy && planGroupedCols(plan, n, spec, aligned, vw, sms))
+    else if (planGroupedCols(plan, n, spec, aligned, vw, sms))
     {
         plan.kind = FusedKind::kCOLS;
     }
-    else if (!legacy)
+    else
     {
         planPlanes(plan, n, spec, aligned, vw, sms);
         plan.kind = FusedKind::kPLANES;
-    }
-    else
-    {
-        return plan;
     }
     planSums(plan);
     return plan;
@@ -330,7 +321,7 @@ inline FusedPlan planFused(DType dtype, int64_t n, BiasSpec spec, bool aligned, 
 inline int64_t mainBlocks(FusedPlan const& plan)
 {
     PlanesPlan const& pp = plan.planes;
-    return plan.kind == FusedKind::kROWS ? plan.rows.rows * plan.rows.chunks
+    return plan.kind == FusedKind::kROWS ? plan.rows.chunks
         : plan.kind == FusedKind::kCOLS  ? plan.cols.rowChunks * plan.cols.tiles
         : pp.shape == PlanesShape::kSPLIT ? pp.planes * pp.splits
                                           : (pp.planes + pp.blockPlanes - 1) / pp.blockPlanes;

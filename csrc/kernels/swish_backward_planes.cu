@@ -14,6 +14,7 @@
 //   kPLANES:  k whole planes: one sum per plane, at its plane index, i.e. partial[o][c];
 //   kSPLIT:   planes longer than a block, split in `splits` pieces: partial[o * splits + s][c].
 #include "swish_backward_fused.cuh"
+#include "swish_backward_index.h"
 
 namespace torchtrt_swish {
 namespace detail {
@@ -29,25 +30,10 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
     uint32_t const b = fromTheEnd();
     int const t = static_cast<int>(threadIdx.x);
     bool const split = plan.shape == PlanesShape::kSPLIT;
-    int64_t start;
-    int64_t len;
-    int64_t localPlanes = 1;
-    if (split)
-    {
-        // 32-bit: blocks <= INT_MAX (a 64-bit division is a subroutine call ahead of the first load).
-        auto const splits32 = static_cast<uint32_t>(plan.splits);
-        uint32_t const q = b / splits32;
-        uint32_t const piece = b - q * splits32;
-        int64_t const off = static_cast<int64_t>(piece) * plan.blockElems;
-        start = static_cast<int64_t>(q) * plan.inner + off;
-        len = min(plan.blockElems, plan.inner - off);
-    }
-    else
-    {
-        start = static_cast<int64_t>(b) * plan.blockElems;
-        len = min(plan.blockElems, plan.n - start);
-        localPlanes = min(plan.blockPlanes, plan.planes - static_cast<int64_t>(b) * plan.blockPlanes);
-    }
+    PlanesBlock const blk = planesBlock(plan, b);
+    int64_t const start = blk.start;
+    int64_t const len = blk.len;
+    int64_t const localPlanes = blk.planes;
     int const nFull = static_cast<int>(len / kVEC); // start is pack-aligned (planner), so packs are whole
     int const rem = static_cast<int>(len - static_cast<int64_t>(nFull) * kVEC); // last block only, n % kVEC != 0
     P const* gp = reinterpret_cast<P const*>(g + start);
@@ -87,10 +73,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
             }
             else
             {
-                uint32_t const e0 = static_cast<uint32_t>(p) * kVEC;
-                uint32_t const j = plan.byInner.div32(e0);
-                int const nHead = static_cast<int>(min(static_cast<uint32_t>(kVEC),
-                    static_cast<uint32_t>(plan.inner) * (j + 1) - e0));
+                int const nHead = planesHeadCount(plan, static_cast<uint32_t>(p) * kVEC, kVEC);
                 float h = 0.0f;
                 float tl = 0.0f;
 #pragma unroll
@@ -114,9 +97,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
     {
         // The last pack of a tensor whose size is not a multiple of the pack width: element by element.
         uint32_t const e0 = static_cast<uint32_t>(nFull) * kVEC;
-        uint32_t const j = split ? 0U : plan.byInner.div32(e0);
-        int const nHead = split ? rem : static_cast<int>(min(static_cast<uint32_t>(rem),
-            static_cast<uint32_t>(plan.inner) * (j + 1) - e0));
+        int const nHead = split ? rem : planesHeadCount(plan, e0, rem);
         float h = 0.0f;
         float tl = 0.0f;
         for (int k = 0; k < rem; ++k)
@@ -151,13 +132,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
         float const total = blockSum(own, warpSums);
         if (t == 0)
         {
-            auto const splits32 = static_cast<uint32_t>(plan.splits);
-            uint32_t const q = b / splits32;
-            uint32_t const piece = b - q * splits32;
-            auto const c32 = static_cast<uint32_t>(plan.channels);
-            uint32_t const o = q / c32;
-            uint32_t const c = q - o * c32;
-            partial[(static_cast<int64_t>(o) * plan.splits + piece) * plan.channels + c] = total;
+            partial[planesSplitCell(plan, blk.q, blk.piece)] = total;
         }
         return;
     }
@@ -169,7 +144,6 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
     int const lane = t & (lanes - 1);
     int const groups = kTHREADS / lanes;
     int const slots = plan.slots;
-    int64_t const outBase = static_cast<int64_t>(b) * slots;
     for (int w0 = 0; w0 < slots; w0 += groups)
     {
         int const w = w0 + t / lanes;
@@ -178,12 +152,10 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
         {
             for (int64_t j = w; j < localPlanes; j += slots)
             {
-                int64_t const e0 = j * plan.inner;
-                int const pa = static_cast<int>(e0 / kVEC);
-                int const pb = static_cast<int>((e0 + plan.inner - 1) / kVEC);
-                for (int p = pa + lane; p <= pb; p += lanes)
+                int const pb = planesLastPack(plan, j, kVEC);
+                for (int p = planesFirstPack(plan, j, kVEC) + lane; p <= pb; p += lanes)
                 {
-                    acc += static_cast<int64_t>(p) * kVEC >= e0 ? head[p] : tail[p];
+                    acc += planesTakesHead(plan, j, p, kVEC) ? head[p] : tail[p];
                 }
             }
         }
@@ -191,9 +163,10 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
         {
             acc += __shfl_xor_sync(0xffffffffU, acc, o);
         }
-        if (lane == 0 && w < slots && (plan.shape == PlanesShape::kSAMPLES || w < localPlanes))
+        int64_t const cell = planesSlotCell(plan, b, w, localPlanes);
+        if (lane == 0 && cell >= 0)
         {
-            partial[outBase + w] = acc;
+            partial[cell] = acc;
         }
     }
 }

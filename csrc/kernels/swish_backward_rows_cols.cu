@@ -4,28 +4,23 @@
 // grouped columns for short fp16/bf16 planes), each thread summing its column over many rows in registers.
 // No torch, no TensorRT.
 #include "swish_backward_fused.cuh"
+#include "swish_backward_index.h"
 
 namespace torchtrt_swish {
 namespace detail {
 namespace {
 
-// One block reduces one chunk of one row (row = o * C + c) and writes dx; its sum goes to
-// partial[o * chunks + chunk][c].
+// One block reduces one chunk of the run and writes dx; its sum goes to partial[chunk] (rowsBlock).
 template <typename T, int kVEC>
 __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardRowsKernel(T const* __restrict__ g, T const* __restrict__ x,
     T* __restrict__ dx, RowsPlan plan, float* __restrict__ partial)
 {
     __shared__ float smem[kWARPS];
     using P = Pack<T, kVEC>;
-    // 32-bit block decomposition (the launcher keeps blocks <= INT_MAX): a 64-bit division is a subroutine call
-    // ahead of every block's first load.
-    uint32_t const b = fromTheEnd();
-    auto const chunks32 = static_cast<uint32_t>(plan.chunks);
-    int64_t const row = b / chunks32;
-    int64_t const chunk = b - static_cast<uint32_t>(row) * chunks32;
-    int64_t const begin = row * plan.len + chunk * plan.chunkElems;
-    int64_t const count = min(plan.chunkElems, plan.len - chunk * plan.chunkElems);
-    int64_t const nPacks = count / kVEC; // begin is pack-aligned when kVEC > 1 (len % kVEC == 0)
+    RowsBlock const blk = rowsBlock(plan, fromTheEnd());
+    int64_t const begin = blk.begin;
+    int64_t const count = blk.count;
+    int64_t const nPacks = count / kVEC; // begin is pack-aligned: chunks are whole packs
     P const* gp = reinterpret_cast<P const*>(g + begin);
     P const* xp = reinterpret_cast<P const*>(x + begin);
     P* dp = reinterpret_cast<P*>(dx + begin);
@@ -34,7 +29,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardRowsKernel
     {
         acc += backwardStep<T, kVEC>(gp, xp, dp, base, nPacks);
     }
-    // Tail of a chunk whose length is not a multiple of kVEC (only the last chunk of a scalar-bias tensor).
+    // Tail of a run whose length is not a multiple of kVEC (the last chunk only).
     for (int64_t i = nPacks * kVEC + threadIdx.x; i < count; i += kTHREADS)
     {
         float gv[1] = {Cvt<T>::toF(g[begin + i])};
@@ -46,9 +41,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardRowsKernel
     float const total = blockSum(acc, smem);
     if (threadIdx.x == 0)
     {
-        int64_t const o = row / plan.channels;
-        int64_t const c = row - o * plan.channels;
-        partial[(o * plan.chunks + chunk) * plan.channels + c] = total;
+        partial[blk.cell] = total;
     }
 }
 
@@ -61,19 +54,16 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
 {
     __shared__ float smem[kTHREADS * kVEC];
     using P = Pack<T, kVEC>;
-    // 32-bit decomposition of block and thread indices (blocks <= INT_MAX, tilePacks <= kTHREADS): 64-bit
-    // divisions are subroutine calls ahead of every block's first load.
-    uint32_t const b = blockIdx.x;
-    auto const tiles32 = static_cast<uint32_t>(plan.tiles);
-    auto const tilePacks32 = static_cast<uint32_t>(plan.tilePacks);
-    uint32_t const rowChunk = b / tiles32;
-    uint32_t const tile = b - rowChunk * tiles32;
-    int const tr = static_cast<int>(threadIdx.x / tilePacks32);
-    int const tp = static_cast<int>(threadIdx.x - static_cast<uint32_t>(tr) * tilePacks32);
-    int64_t const col = tile * plan.tilePacks + tp; // column pack index
-    bool const active = tr < plan.rowsPerStep && col < plan.packsPerRow;
-    int64_t const r0 = rowChunk * plan.rowsPerBlock;
-    int64_t const r1 = min(plan.rows, r0 + plan.rowsPerBlock);
+    ColsBlock const blk = colsBlock(plan, blockIdx.x);
+    ColsThread const th = colsThread(plan, blk.tile, threadIdx.x);
+    int const tr = th.tr;
+    int const tp = th.tp;
+    int64_t const col = th.col; // column pack index
+    bool const active = th.active;
+    uint32_t const rowChunk = blk.rowChunk;
+    uint32_t const tile = blk.tile;
+    int64_t const r0 = blk.r0;
+    int64_t const r1 = blk.r1;
     P const* gp = reinterpret_cast<P const*>(g);
     P const* xp = reinterpret_cast<P const*>(x);
     P* dp = reinterpret_cast<P*>(dx);
@@ -96,8 +86,8 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
                 int64_t const rr = r + u * step;
                 if (rr < r1)
                 {
-                    gi[u] = gp[rr * plan.packsPerRow + col];
-                    xi[u] = xp[rr * plan.packsPerRow + col];
+                    gi[u] = gp[colsPack(plan, rr, col)];
+                    xi[u] = xp[colsPack(plan, rr, col)];
                 }
             }
 #pragma unroll
@@ -107,7 +97,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
                 if (rr < r1)
                 {
                     float gf[kVEC];
-                    dp[rr * plan.packsPerRow + col] = gradPack<T, kVEC>(gi[u], xi[u], gf);
+                    dp[colsPack(plan, rr, col)] = gradPack<T, kVEC>(gi[u], xi[u], gf);
 #pragma unroll
                     for (int k = 0; k < kVEC; ++k)
                     {
@@ -118,13 +108,11 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
         }
     }
     int const tilePacks = static_cast<int>(plan.tilePacks);
-    int64_t const C = plan.packsPerRow * kVEC;
-    if ((32 % tilePacks) == 0)
+    if (colsShuffles(plan))
     {
         // A warp holds 32 / tilePacks whole rows of the tile: add them with shuffles (a fixed xor tree), then one
-        // barrier and the warps' sums in warp order, so the result stays deterministic. The shared-memory tree
-        // below needed a barrier per level (five for 32 rows), which cost the small per-channel backward
-        // microseconds against the rows kernel's one.
+        // barrier and the warps' sums in warp order, so the result stays deterministic (a shared-memory tree needs
+        // a barrier per level).
 #pragma unroll
         for (int k = 0; k < kVEC; ++k)
         {
@@ -141,46 +129,47 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
 #pragma unroll
             for (int k = 0; k < kVEC; ++k)
             {
-                smem[warp * width + lane * kVEC + k] = acc[k];
+                smem[colsWarpSlot(plan, warp, lane, k, kVEC)] = acc[k];
             }
         }
         __syncthreads();
         int const t = static_cast<int>(threadIdx.x);
-        int64_t const out = tile * plan.tilePacks * kVEC + t; // column of this thread's sum
         float sum = 0.0f;
-        if (t < width && out < C)
+        if (t < width)
         {
 #pragma unroll
             for (int w = 0; w < kWARPS; ++w)
             {
                 sum += smem[w * width + t];
             }
-            if (plan.group == 1)
-            {
-                partial[rowChunk * C + out] = sum;
-            }
         }
-        if (plan.group > 1)
+        if (plan.group == 1)
         {
-            // Groups of columns share a bias element: tiles hold whole groups (planner), so each group's column
-            // sums are added here in column order and the partial row has one sum per bias element.
-            int const group = static_cast<int>(plan.group);
-            __syncthreads(); // every warp's sums read
-            if (t < width)
+            int64_t const cell = colsColumnCell(plan, rowChunk, tile, t, kVEC);
+            if (cell >= 0)
             {
-                smem[t] = sum;
+                partial[cell] = sum;
             }
-            __syncthreads();
-            int const groups = width / group;
-            if (t < groups)
+            return;
+        }
+        // Groups of columns share a bias element: tiles hold whole groups (planner), so each group's column sums
+        // are added here in column order and the partial row has one sum per bias element.
+        int const group = static_cast<int>(plan.group);
+        __syncthreads(); // every warp's sums read
+        if (t < width)
+        {
+            smem[t] = sum;
+        }
+        __syncthreads();
+        int64_t const cell = colsGroupCell(plan, rowChunk, tile, t, kVEC);
+        if (cell >= 0)
+        {
+            float s = 0.0f;
+            for (int j = 0; j < group; ++j)
             {
-                float s = 0.0f;
-                for (int j = 0; j < group; ++j)
-                {
-                    s += smem[t * group + j];
-                }
-                partial[rowChunk * (C / group) + tile * groups + t] = s;
+                s += smem[t * group + j];
             }
+            partial[cell] = s;
         }
         return;
     }
@@ -189,7 +178,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
     // at every step (a [row][tilePack][k] layout had 4- to 8-way bank conflicts, which cost small tensors
     // microseconds).
     int const rps = static_cast<int>(plan.rowsPerStep);
-    auto at = [&](int k, int row) -> float& { return smem[(k * rps + row) * tilePacks + tp]; };
+    auto at = [&](int k, int row) -> float& { return smem[colsTreeSlot(plan, k, row, tp)]; };
     if (tr < rps)
     {
 #pragma unroll
@@ -221,7 +210,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
 #pragma unroll
         for (int k = 0; k < kVEC; ++k)
         {
-            partial[rowChunk * C + col * kVEC + k] = at(k, 0);
+            partial[colsTreeCell(plan, rowChunk, col, k, kVEC)] = at(k, 0);
         }
     }
 }

@@ -318,7 +318,7 @@ cudaError_t forward(void const* x, void const* bias, void* y, int64_t n, BiasSpe
         prm.byChannels = FastDiv::make(spec.channels);
         e = forwardMode<T, Mode::kUNIFORM_VEC, Mode::kPERIODIC>(xt, bt, yt, n, prm, true, stream);
     }
-    else if (spec.inner >= kVEC && io && !legacyLayouts())
+    else if (spec.inner >= kVEC && io)
     {
         prm.byPacksPerRow = FastDiv::make(spec.inner);
         prm.byChannels = FastDiv::make(spec.channels);

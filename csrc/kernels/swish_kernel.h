@@ -27,8 +27,7 @@ cudaError_t launchSwishBackward(DType dtype, void const* grad, void const* x, vo
     cudaStream_t stream) noexcept;
 
 //! Scratch bytes launchSwishBackwardFused needs for this layout and these pointers' alignment, or 0 when it has no
-//! fused path (n not a whole number of bias periods, or TORCHTRT_SWISH_LEGACY_LAYOUTS=1 with dim-1 runs shorter than
-//! 512 elements); then use launchSwishBackward plus a reduction.
+//! fused path (n not a whole number of bias periods); then use launchSwishBackward plus a reduction.
 size_t swishBackwardFusedWorkspace(DType dtype, int64_t n, BiasSpec spec, void const* grad, void const* x,
     void const* dx) noexcept;
 

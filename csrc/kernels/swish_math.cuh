@@ -22,18 +22,6 @@ namespace detail {
 // blocks per SM). Three resident blocks (<= 85 registers, no spills) keep more loads in flight.
 constexpr int kMIN_BLOCKS = 3;
 
-// TORCHTRT_SWISH_LEGACY_LAYOUTS=1 selects the layout paths that came before the planes backward and the two-channel
-// forward packs (per-element bias lookup for planes that are not whole packs; the rows kernel for dim-1 planes of
-// >= 512 elements and an unfused backward below), so that one build can be measured both ways. Read once.
-inline bool legacyLayouts()
-{
-    static bool const kLEGACY = [] {
-        char const* v = std::getenv("TORCHTRT_SWISH_LEGACY_LAYOUTS");
-        return v != nullptr && v[0] == '1';
-    }();
-    return kLEGACY;
-}
-
 template <typename T>
 struct Cvt;
 

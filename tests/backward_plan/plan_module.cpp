@@ -3,10 +3,16 @@
 // build/native with a plain C++ compiler (no CUDA include path) and never installed.
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <stdexcept>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
 #include <string>
 
 #include "kernels/swish_backward_plan.h"
+#include "proof.h"
 
 namespace py = pybind11;
 
@@ -54,6 +60,20 @@ char const* shapeName(PlanesShape s)
     return "unknown";
 }
 
+// "rows", "cols", "grouped_cols", "planes_samples", "planes_planes", "planes_split" or "none".
+std::string familyName(FusedPlan const& p)
+{
+    if (p.kind == FusedKind::kCOLS)
+    {
+        return p.cols.group > 1 ? "grouped_cols" : "cols";
+    }
+    if (p.kind == FusedKind::kPLANES)
+    {
+        return std::string("planes_") + shapeName(p.planes.shape);
+    }
+    return kindName(p.kind);
+}
+
 // The plan as a dict; only the part of the kind's strategy ("rows", "cols" or "planes") is filled in.
 py::dict planDict(FusedPlan const& p)
 {
@@ -73,11 +93,9 @@ py::dict planDict(FusedPlan const& p)
     if (p.kind == FusedKind::kROWS)
     {
         py::dict r;
-        r["rows"] = p.rows.rows;
         r["len"] = p.rows.len;
         r["chunks"] = p.rows.chunks;
         r["chunk_elems"] = p.rows.chunkElems;
-        r["channels"] = p.rows.channels;
         d["rows"] = r;
     }
     else if (p.kind == FusedKind::kCOLS)
@@ -121,16 +139,16 @@ PYBIND11_MODULE(_backward_plan, m)
     m.doc() = "The fused backward's planner (csrc/kernels/swish_backward_plan.h), for tests.";
     m.def(
         "plan",
-        [](std::string const& dtype, int64_t n, int64_t channels, int64_t inner, bool aligned, int sms, bool legacy)
+        [](std::string const& dtype, int64_t n, int64_t channels, int64_t inner, bool aligned, int sms)
         {
             if (sms < 1)
             {
                 throw py::value_error("sms must be >= 1, got " + std::to_string(sms));
             }
-            return planDict(planFused(dtypeFromName(dtype), n, BiasSpec{channels, inner}, aligned, sms, legacy));
+            return planDict(planFused(dtypeFromName(dtype), n, BiasSpec{channels, inner}, aligned, sms));
         },
         py::arg("dtype"), py::arg("n"), py::arg("channels"), py::arg("inner"), py::arg("aligned") = true,
-        py::arg("sms") = 132, py::arg("legacy") = false,
+        py::arg("sms") = 132,
         "planFused for n elements of dtype with bias[(i / inner) % channels], as a dict.");
     m.def(
         "sum_shape",
@@ -145,6 +163,50 @@ PYBIND11_MODULE(_backward_plan, m)
         },
         py::arg("rows"), py::arg("channels"), py::arg("lane_rows") = kSUM_LANE_ROWS,
         "sumShape: the column-sum launch for a [rows][channels] partial matrix, about lane_rows rows per thread.");
+    m.def(
+        "prove_fused",
+        [](py::list cases)
+        {
+            // cases: (dtype, n, channels, inner, aligned, sms) tuples; returns, per case, the plan family and the
+            // first broken rule ("" when every rule holds), walked without the GIL.
+            std::vector<std::tuple<DType, int64_t, BiasSpec, bool, int>> in;
+            for (py::handle h : cases)
+            {
+                auto t = h.cast<py::tuple>();
+                in.emplace_back(dtypeFromName(t[0].cast<std::string>()), t[1].cast<int64_t>(),
+                    BiasSpec{t[2].cast<int64_t>(), t[3].cast<int64_t>()}, t[4].cast<bool>(), t[5].cast<int>());
+            }
+            std::vector<std::pair<std::string, std::string>> out(in.size());
+            {
+                py::gil_scoped_release release;
+                // Cases are independent: walked on every core, in a fixed assignment (results do not depend on it).
+                unsigned const workers = std::max(1U, std::thread::hardware_concurrency());
+                std::vector<std::thread> pool;
+                for (unsigned w = 0; w < workers; ++w)
+                {
+                    pool.emplace_back([&, w] {
+                        for (size_t i = w; i < in.size(); i += workers)
+                        {
+                            auto const& [dt, n, spec, aligned, sms] = in[i];
+                            FusedPlan plan;
+                            std::string const why = proof::proveFused(dt, n, spec, aligned, sms, &plan);
+                            out[i] = {familyName(plan), why};
+                        }
+                    });
+                }
+                for (auto& t : pool)
+                {
+                    t.join();
+                }
+            }
+            py::list result;
+            for (auto const& [family, why] : out)
+            {
+                result.append(py::make_tuple(family, why));
+            }
+            return result;
+        },
+        py::arg("cases"), "Walks each case's fused backward plan (fused_proof.cpp): [(family, first broken rule)].");
     m.def(
         "fast_div32", [](int64_t divisor, uint32_t n) { return FastDiv::make(divisor).div32(n); },
         py::arg("divisor"), py::arg("n"), "FastDiv::make(divisor).div32(n), the planes kernel's plane index.");

@@ -1,0 +1,30 @@
+// The CPU proofs of the kernels' index math (tests/backward_plan/*_proof.cpp), bound into _backward_plan.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/swish_backward_plan.h"
+
+namespace torchtrt_swish {
+namespace proof {
+
+//! The first broken rule a walk found; empty while every rule holds.
+struct Report
+{
+    std::string first;
+    bool ok() const { return first.empty(); }
+    void fail(std::string what)
+    {
+        if (first.empty())
+        {
+            first = std::move(what);
+        }
+    }
+};
+
+//! Walks every block and thread of the fused backward's plan for this layout (fused_proof.cpp); "" when it holds.
+std::string proveFused(DType dtype, int64_t n, BiasSpec spec, bool aligned, int sms, detail::FusedPlan* plan);
+
+} // namespace proof
+} // namespace torchtrt_swish
