@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import torch.nn.functional as F
 
 import trt_lean
 from torchtrt_swish import doctor
+from torchtrt_swish._probe import results
 from torchtrt_swish.doctor import FAIL, PASS, SKIPPED, CheckFailed, Row
 from torchtrt_swish.dtypes import TOLERANCES
 from torchtrt_swish.ops import swish
@@ -118,6 +120,40 @@ def test_a_flavour_that_does_not_import_is_a_fail_row(tmp_path, monkeypatch):
     assert {r.check: r.detail for r in plugin}["full: registry load_library"] == "TensorRT full does not import"
 
 
+def test_a_hanging_import_is_a_fail_row_that_says_what_it_waited_for(tmp_path, monkeypatch):
+    # A tensorrt and a torch_tensorrt whose import never returns: each waits its own short timeout, not 900 s, and
+    # the modules after the hanging one are still imported.
+    for name in ("tensorrt", "torch_tensorrt"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("import time\ntime.sleep(600)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setattr(doctor, "IMPORT_TIMEOUT_S", 2)
+    start = time.monotonic()
+    env = {r.check: r for r in doctor.tensorrt_rows(LIBRARY)[0]}
+    assert env["TensorRT full"] == Row("environment", "TensorRT full", FAIL, (
+        "installed, but does not import: import tensorrt or tensorrt_bindings did not finish within 2 s (the check "
+        "process was stopped)"))
+    rows, found = doctor.module_rows(gpu=True)
+    rows = {r.check: r for r in rows}
+    assert rows["torch_tensorrt"] == Row("environment", "torch_tensorrt", FAIL, (
+        "installed, but does not import: import torch_tensorrt did not finish within 2 s (the process was stopped)"))
+    assert rows["onnx"].status == PASS and found["onnx"] and not found["torch_tensorrt"]
+    assert time.monotonic() - start < 60
+
+
+def test_an_import_that_kills_its_process_is_a_fail_row_and_the_rest_go_on(tmp_path, monkeypatch):
+    (tmp_path / "torch_tensorrt").mkdir()
+    (tmp_path / "torch_tensorrt" / "__init__.py").write_text("import os, sys\nsys.stderr.write('dying')\nos.abort()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    rows, found = doctor.module_rows(gpu=True)
+    rows = {r.check: r for r in rows}
+    assert rows["torch_tensorrt"].detail == ("installed, but does not import: the import process was killed by "
+                                             "signal 6: dying"), rows["torch_tensorrt"]
+    assert rows["onnx"].status == PASS
+
+
 def test_the_flavours_cover_every_module_the_plugin_loads_into():
     from torchtrt_swish.plugin import TENSORRT_MODULES
 
@@ -202,15 +238,35 @@ def test_op_rows_skip_cuda_without_a_gpu_and_report_failures(monkeypatch):
 # ---------------------------------------------------------------------------------------------- the children
 
 
+def _child(code: str) -> list[str]:
+    return [sys.executable, "-c", f"from torchtrt_swish._probe import emit\n{code}"]
+
+
 def test_a_crashing_or_silent_check_process_is_a_failure():
-    with pytest.raises(CheckFailed, match="killed by signal 6"):
-        doctor._run_child([sys.executable, "-c", "import os; os.abort()"])
+    with pytest.raises(CheckFailed, match="killed by signal 6$"):
+        doctor.run_child(_child("import os; os.abort()"), timeout=60, waited_for="w")
     with pytest.raises(CheckFailed, match=r"exited 3: one \| two \| three$"):  # the last three lines of stderr
-        doctor._run_child([sys.executable, "-c",
-                           "import sys; sys.stderr.write('zero\\none\\ntwo\\nthree\\n'); sys.exit(3)"])
-    with pytest.raises(CheckFailed, match="exited 0 without output"):
-        doctor._run_child([sys.executable, "-c", "pass"])
-    assert doctor._run_child([sys.executable, "-c", "print('noise'); print('{\"a\": 1}')"]) == {"a": 1}
+        doctor.run_child(_child("import sys; sys.stderr.write('zero\\none\\ntwo\\nthree\\n'); sys.exit(3)"),
+                         timeout=60, waited_for="w")
+    with pytest.raises(CheckFailed, match="exited 0 without output$"):
+        doctor.run_child(_child("pass"), timeout=60, waited_for="w")
+    assert doctor.run_child(_child("print('noise'); emit({'a': 1})"), timeout=60, waited_for="w") == {"a": 1}
+
+
+def test_output_without_a_newline_is_neither_lost_nor_glued_to_the_result():
+    # C code writing to stdout without a newline, before the result and after it (flushed at exit).
+    noisy = "import os\nos.write(1, b'[TRT] noise')\nemit({'a': 1})\nos.write(1, b'late noise')\n"
+    assert doctor.run_child(_child(noisy), timeout=60, waited_for="w") == {"a": 1}
+    with pytest.raises(CheckFailed, match="exited 0 without a result line; its output ended: half a line$"):
+        doctor.run_child(_child("import os; os.write(1, b'half a line')"), timeout=60, waited_for="w")
+    with pytest.raises(CheckFailed, match=r'its output ended: \{"not a marker": 1\}$'):
+        doctor.run_child(_child("print('{\"not a marker\": 1}', end='')"), timeout=60, waited_for="w")
+
+
+def test_a_hanging_check_process_names_what_it_waited_for():
+    with pytest.raises(CheckFailed, match=r"^import tensorrt did not finish within 0.5 s \(the check process was "
+                                          r"stopped\)$"):
+        doctor.run_child(_child("import time; time.sleep(60)"), timeout=0.5, waited_for="import tensorrt")
 
 
 def test_engine_rows_say_what_is_missing():
@@ -287,14 +343,14 @@ def test_the_route_compares_the_loaded_module_too(monkeypatch):
 
 def test_route_main_prints_one_json_row(capsys):
     assert doctor.route_main("r", lambda: "fine") == 0
-    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == {"section": "engine", "check": "r",
+    assert results(capsys.readouterr().out)[-1] == {"section": "engine", "check": "r",
                                                                     "status": PASS, "detail": "fine"}
 
     def boom():
         raise AttributeError("'ILayer' object has no attribute 'precision_is_set'\nmore")
 
     doctor.route_main("r", boom)
-    assert json.loads(capsys.readouterr().out.splitlines()[-1])["detail"] == (
+    assert results(capsys.readouterr().out)[-1]["detail"] == (
         "AttributeError: 'ILayer' object has no attribute 'precision_is_set'")
 
 

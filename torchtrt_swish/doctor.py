@@ -11,25 +11,26 @@
   saved, loaded, run) and through the ONNX parser with the plugin (``onnx_path.selfcheck``: built, serialized,
   deserialized, run), each compared with the op, each in its own process so that a crash is a FAIL row.
 
-It runs with the base install (torch, numpy): a missing extra is a SKIPPED row naming it. Exit status 1 when any
+It runs with the base install (torch, numpy): a missing extra is a SKIPPED row naming it. It runs where the package
+itself cannot load (torch of another minor version, ``_C`` missing or broken): that error and its fix are the
+torchtrt_swish row, and what needs the package is SKIPPED. Imports run in child processes (torchtrt_swish/_probe.py),
+each within IMPORT_TIMEOUT_S: one that hangs is a FAIL row naming what was waited for. Exit status 1 when any
 row FAILs, 0 otherwise. ``--json`` prints the rows as JSON (``--json PATH`` writes them there) for a bug report.
 usage: torchtrt-swish doctor [--json [PATH]]   or   python -m torchtrt_swish.doctor [--json [PATH]]
 """
 from __future__ import annotations
 
-# Only the standard library at the top: this file is also run as a script, by path, as the plugin probe process.
+# Only the standard library at the top: the CLI loads this file on installs where the package itself cannot load.
 import argparse
 import dataclasses
-import importlib
-import importlib.metadata
-import importlib.util
 import json
 import os
 import platform
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from ._probe import CheckFailed, emit, first_line, import_modules, installed, probe_argv, run_child
 
 PASS, FAIL, SKIPPED = "PASS", "FAIL", "SKIPPED"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2  # the CLI's: 1 is "a check failed", 2 a usage error
@@ -37,6 +38,7 @@ _HERE = Path(__file__).resolve().parent
 # csrc/trt_plugin/exports.cpp: set (non-empty, not "0"), the library does not register itself when dlopen'ed.
 NO_AUTO_REGISTER_ENV = "TORCHTRT_SWISH_NO_AUTO_REGISTER"
 CHILD_TIMEOUT_S = 900  # an engine build with a cold CUDA context and Torch-TensorRT's import takes minutes at worst
+IMPORT_TIMEOUT_S = 60  # importing TensorRT or an extra takes seconds; one that hangs must not hold the doctor for long
 FLAVOUR_NAMES = {"tensorrt": "full", "tensorrt_lean": "lean", "tensorrt_dispatch": "dispatch"}
 LOADING_PATHS = {"load_library": "registry load_library", "cdll": "ctypes.CDLL after import"}
 ROUTE_TORCH_TENSORRT, ROUTE_ONNX = "Torch-TensorRT converter", "ONNX parser with the plugin"
@@ -50,33 +52,6 @@ class Row:
     check: str
     status: str
     detail: str
-
-
-class CheckFailed(Exception):
-    """A check ran and found something wrong (its message is the row's reason)."""
-
-
-def first_line(exc: BaseException) -> str:
-    """'Type: first line of the message': how a row names an exception."""
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-
-
-def _installed(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def _version(module: Any) -> str:
-    version = getattr(module, "__version__", None)
-    if version:
-        return str(version)
-    try:
-        return importlib.metadata.version(module.__name__)
-    except importlib.metadata.PackageNotFoundError:
-        return "(version unknown)"
 
 
 # ------------------------------------------------------------------------------------------- TensorRT flavours
@@ -95,67 +70,6 @@ def tensorrt_flavours() -> dict[str, tuple[str, ...]]:
     for module in TENSORRT_MODULES:
         base = module.removesuffix("_bindings")
         out.setdefault(FLAVOUR_NAMES.get(base, base), (base, f"{base}_bindings"))
-    return out
-
-
-def _run_child(argv: list[str], env: dict[str, str] | None = None) -> dict:
-    """The JSON object a child process prints on its last line; CheckFailed naming its exit and stderr otherwise."""
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, env=env)
-    except subprocess.TimeoutExpired:
-        raise CheckFailed(f"the check process did not finish within {CHILD_TIMEOUT_S} s") from None
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode == 0 and lines:
-        try:
-            return json.loads(lines[-1])
-        except json.JSONDecodeError:
-            pass
-    how = f"was killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited {proc.returncode}"
-    tail = " | ".join(line.strip() for line in proc.stderr.strip().splitlines()[-3:])
-    raise CheckFailed(f"the check process {how}" + (f": {tail}" if tail else " without output" if proc.returncode == 0
-                                                   else ""))
-
-
-def probe_plugin(module_names: tuple[str, ...], path: str) -> dict:
-    """In this process (a fresh one): import a TensorRT flavour and, unless `path` is "import", load the plugin by
-    `path` (load_library or cdll); report the module, its version and what registered, or why it did not import.
-
-    Only TensorRT and torchtrt_swish/plugin.py (by file, without torch) are loaded, as in a user's TensorRT process.
-    """
-    spec = importlib.util.spec_from_file_location("_torchtrt_swish_plugin", _HERE / "plugin.py")
-    plugin = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(plugin)
-    out: dict[str, Any] = {"import_errors": []}
-    trt = None
-    for name in module_names:
-        try:
-            trt = importlib.import_module(name)
-            break
-        except Exception as exc:  # noqa: BLE001 - stub or broken wheels raise all sorts of errors at import
-            if _installed(name):
-                out["import_errors"].append(f"{name}: {first_line(exc)}")
-    if trt is None:
-        return out
-    out = {"module": trt.__name__, "version": _version(trt)}
-    if path == "import":
-        return out
-    try:
-        if path == "load_library":
-            plugin.load_plugin(trt)
-        else:
-            import ctypes
-
-            ctypes.CDLL(str(plugin.plugin_library_path()))
-        identity = (plugin.PLUGIN_NAME, plugin.PLUGIN_VERSION, plugin.PLUGIN_NAMESPACE)
-        registry = trt.get_plugin_registry()
-        mine = [c for c in registry.all_creators if (c.name, c.plugin_version, c.plugin_namespace) == identity]
-        out["count"] = len(mine)
-        if len(mine) == 1:
-            fields = trt.PluginFieldCollection([])
-            out["created"] = [phase for phase in ("BUILD", "RUNTIME")
-                              if mine[0].create_plugin("doctor", fields, getattr(trt.TensorRTPhase, phase))]
-    except Exception as exc:  # noqa: BLE001 - reported as the row's reason
-        out["error"] = first_line(exc)
     return out
 
 
@@ -179,9 +93,10 @@ def _plugin_row(flavour: str, path: str, result: dict) -> Row:
 
 
 def _probe(path: str, modules: tuple[str, ...]) -> dict:
-    # This file, run by path: a process with TensorRT and the plugin but no torch, as a user's TensorRT process.
+    # A fresh process with TensorRT and the plugin but no torch, as a user's TensorRT process (torchtrt_swish/_probe.py).
+    waited_for = f"import {' or '.join(modules)}" + ("" if path == "import" else f" and {LOADING_PATHS[path]}")
     try:
-        return _run_child([sys.executable, str(_HERE / "doctor.py"), "--probe-plugin", path, *modules])
+        return run_child(probe_argv(path, modules), timeout=IMPORT_TIMEOUT_S, waited_for=waited_for)
     except CheckFailed as exc:
         return {"crash": str(exc)}
 
@@ -191,7 +106,7 @@ def tensorrt_rows(library: Path | None) -> tuple[list[Row], list[Row], dict[str,
     env_rows, plugin_rows, importable = [], [], {}
     for flavour, modules in tensorrt_flavours().items():
         check = f"TensorRT {flavour}"
-        if not any(_installed(m) for m in modules):
+        if not any(installed(m) for m in modules):
             env_rows.append(Row("environment", check, SKIPPED, f"not installed (no module {' or '.join(modules)})"))
             plugin_rows.extend(Row("plugin", f"{flavour}: {how}", SKIPPED, f"TensorRT {flavour} is not installed")
                                for how in LOADING_PATHS.values())
@@ -219,63 +134,84 @@ def tensorrt_rows(library: Path | None) -> tuple[list[Row], list[Row], dict[str,
 # ------------------------------------------------------------------------------------------------ environment
 
 
-def module_row(name: str, extra: str | None = None, *, minimum: str | None = None) -> tuple[Row, Any]:
-    """(row, module or None) for an optional module: its version, not installed (naming the extra), or its error."""
-    from torch.torch_version import TorchVersion  # PEP 440 ordering (torch's vendored packaging) for any version
-
-    from .extras import install_hint
-
-    if not _installed(name):
-        hint = f": {install_hint(extra)}" if extra else ""
-        return Row("environment", name, SKIPPED, f"not installed{hint}"), None
+def _older(version: str, minimum: str) -> bool:
     try:
-        module = importlib.import_module(name)
-    except Exception as exc:  # noqa: BLE001 - reported as the row's reason
-        return Row("environment", name, FAIL, f"installed, but does not import: {first_line(exc)}"), None
-    version = _version(module)
-    if minimum is not None and TorchVersion(version) < minimum:
-        return Row("environment", name, FAIL, f"{version} is older than the {minimum} this package needs: "
-                                              f"pip install '{name}>={minimum}'"), module
-    return Row("environment", name, PASS, version), module
+        from torch.torch_version import TorchVersion  # PEP 440 ordering (torch's vendored packaging) for any version
+    except Exception:  # noqa: BLE001 - torch itself is broken: its own row says so; the version is shown as it is
+        return False
+    return TorchVersion(version) < minimum
 
 
-def environment_rows() -> tuple[list[Row], list[Row], dict[str, Any]]:
-    """(Python, torch, this package and the GPU; Torch-TensorRT and the extras' modules; what later checks need)."""
-    import torch
+def module_rows(gpu: bool) -> tuple[list[Row], dict[str, bool]]:
+    """(rows, {name: imports}) for Torch-TensorRT and the extras' modules: version, not installed (naming the extra),
+    or the error; all imported by one child process, each import within IMPORT_TIMEOUT_S."""
+    from .extras import EXTRAS, POLYGRAPHY_MIN, install_hint
 
-    import torchtrt_swish
+    extras = {"torch_tensorrt": None, **{name: extra for extra, names in EXTRAS.items() for name in names}}
+    present = tuple(name for name in extras if installed(name))
+    imported = import_modules(present, IMPORT_TIMEOUT_S) if present else {}
+    rows, found = [], {}
+    for name, extra in extras.items():
+        result = imported.get(name)
+        found[name] = result is not None and "version" in result
+        if result is None:
+            rows.append(Row("environment", name, SKIPPED, "not installed" + (f": {install_hint(extra)}" if extra
+                                                                            else "")))
+        elif "error" in result:
+            detail = f"installed, but does not import: {result['error']}"
+            if name == "torch_tensorrt" and not gpu:
+                rows.append(Row("environment", name, SKIPPED, f"installed; needs a GPU to import ({detail})"))
+            else:
+                rows.append(Row("environment", name, FAIL, detail))
+        elif name == "polygraphy" and _older(result["version"], POLYGRAPHY_MIN):
+            rows.append(Row("environment", name, FAIL, f"{result['version']} is older than the {POLYGRAPHY_MIN} this "
+                                                       f"package needs: pip install '{name}>={POLYGRAPHY_MIN}'"))
+        else:
+            rows.append(Row("environment", name, PASS, result["version"]))
+    return rows, found
 
-    from .extras import EXTRAS, POLYGRAPHY_MIN
+
+def _package_row() -> tuple[Row, bool]:
+    # The doctor exists for broken installs: the package's own import error, which names the fix, is the row.
+    import importlib.metadata
 
     try:
         own = importlib.metadata.version("torchtrt_swish")
     except importlib.metadata.PackageNotFoundError:
         own = "not installed (a source tree)"
-    rows = [
-        Row("environment", "python", PASS, f"{platform.python_version()} ({sys.executable})"),
-        Row("environment", "torch", PASS, f"{torch.__version__} (CUDA {torch.version.cuda or 'none: a CPU build'})"),
-        Row("environment", "torchtrt_swish", PASS, f"{own}; extension {Path(torchtrt_swish._C.__file__).name} "
-                                                   f"loaded from {Path(torchtrt_swish.__file__).parent}"),
-    ]
-    gpu = torch.cuda.is_available()
+    try:
+        import torchtrt_swish
+    except Exception as exc:  # noqa: BLE001 - torch of another minor version, _C missing or broken, torch broken
+        return Row("environment", "torchtrt_swish", FAIL, f"{own}; does not import: {' '.join(str(exc).split())}"), False
+    return Row("environment", "torchtrt_swish", PASS, f"{own}; extension {Path(torchtrt_swish._C.__file__).name} "
+                                                      f"loaded from {Path(torchtrt_swish.__file__).parent}"), True
+
+
+def environment_rows() -> tuple[list[Row], list[Row], dict[str, Any]]:
+    """(Python, torch, this package and the GPU; Torch-TensorRT and the extras' modules; what later checks need)."""
+    rows = [Row("environment", "python", PASS, f"{platform.python_version()} ({sys.executable})")]
+    try:
+        import torch
+    except Exception as exc:  # noqa: BLE001 - a broken torch is a row like any other
+        torch = None
+        rows.append(Row("environment", "torch", FAIL, f"does not import: {first_line(exc)}"))
+    else:
+        rows.append(Row("environment", "torch", PASS,
+                        f"{torch.__version__} (CUDA {torch.version.cuda or 'none: a CPU build'})"))
+    package, loads = _package_row()
+    rows.append(package)
+    gpu = torch is not None and torch.cuda.is_available()
     if gpu:
         index = torch.cuda.current_device()
         major, minor = torch.cuda.get_device_capability(index)
         rows.append(Row("environment", "CUDA GPU", PASS, f"{torch.cuda.device_count()} visible; cuda:{index} is "
                                                          f"{torch.cuda.get_device_name(index)} (sm_{major}{minor})"))
     else:
-        why = "torch is a CPU build" if torch.version.cuda is None else "torch.cuda.is_available() is False"
+        why = ("torch does not import" if torch is None else "torch is a CPU build" if torch.version.cuda is None
+               else "torch.cuda.is_available() is False")
         rows.append(Row("environment", "CUDA GPU", SKIPPED, f"no CUDA GPU visible ({why})"))
-    found: dict[str, Any] = {"gpu": gpu}
-    row, found["torch_tensorrt"] = module_row("torch_tensorrt")
-    if row.status == FAIL and not gpu:
-        row = Row("environment", "torch_tensorrt", SKIPPED, f"installed; needs a GPU to import ({row.detail})")
-    module_rows = [row]
-    for extra, modules in EXTRAS.items():
-        for name in modules:
-            row, found[name] = module_row(name, extra, minimum=POLYGRAPHY_MIN if name == "polygraphy" else None)
-            module_rows.append(row)
-    return rows, module_rows, found
+    extras, found = module_rows(gpu)
+    return rows, extras, {**found, "gpu": gpu, "package": loads}
 
 
 # --------------------------------------------------------------------------------------------------------- op
@@ -344,11 +280,13 @@ def op_parity(device: str, swish: Any = None) -> str:
             f"max abs error {worst:.1e} (within torchtrt_swish.dtypes.TOLERANCES)")
 
 
-def op_rows(gpu: bool) -> list[Row]:
-    """The CPU and the CUDA kernel (SKIPPED without a GPU) on the parity check."""
+def op_rows(gpu: bool, package: bool = True) -> list[Row]:
+    """The CPU and the CUDA kernel (SKIPPED without a GPU, or when the package does not import) on the parity check."""
     rows = []
     for device, name in (("cpu", "CPU kernel"), ("cuda", "CUDA kernel")):
-        if device == "cuda" and not gpu:
+        if not package:
+            rows.append(Row("op", name, SKIPPED, "torchtrt_swish does not import (its row says why)"))
+        elif device == "cuda" and not gpu:
             rows.append(Row("op", name, SKIPPED, "no CUDA GPU visible"))
             continue
         try:
@@ -425,10 +363,12 @@ def engine_rows(found: dict[str, Any], importable: dict[str, str], library: Path
         needs.append("a CUDA GPU")
     if library is None:
         needs.append("the plugin library")
+    if not found.get("package", True):
+        needs.append("torchtrt_swish to import")
     routes = {
-        ROUTE_TORCH_TENSORRT: ([] if found.get("torch_tensorrt") is not None else ["torch_tensorrt"],
+        ROUTE_TORCH_TENSORRT: ([] if found.get("torch_tensorrt") else ["torch_tensorrt"],
                                      [sys.executable, "-m", "torchtrt_swish.doctor", "--route", "torch_tensorrt"]),
-        ROUTE_ONNX: ([m for m in ("onnx", "polygraphy") if found.get(m) is None],
+        ROUTE_ONNX: ([m for m in ("onnx", "polygraphy") if not found.get(m)],
                                         [sys.executable, "-m", "onnx_path.selfcheck"]),
     }
     rows = []
@@ -439,7 +379,8 @@ def engine_rows(found: dict[str, Any], importable: dict[str, str], library: Path
             rows.append(Row("engine", check, SKIPPED, "needs " + ", ".join(reasons)))
             continue
         try:
-            rows.append(Row(**_run_child(argv, _child_env())))
+            rows.append(Row(**run_child(argv, timeout=CHILD_TIMEOUT_S, waited_for=f"the {check} check",
+                                        env=_child_env())))
         except CheckFailed as exc:
             rows.append(Row("engine", check, FAIL, str(exc)))
     return rows
@@ -454,14 +395,13 @@ def _child_env() -> dict[str, str]:
 
 
 def route_main(check: str, route: Any) -> int:
-    """Child-process entry of an engine route: run it and print its row as JSON on the last line of stdout."""
+    """Child-process entry of an engine route: run it and emit its row (torchtrt_swish._probe.emit)."""
     try:
         row = Row("engine", check, PASS, route())
     except Exception as exc:  # noqa: BLE001 - every failure is the row's reason
         row = Row("engine", check, FAIL, " ".join(str(exc).split()) if isinstance(exc, CheckFailed)
                   else first_line(exc))
-    sys.stdout.flush()
-    print(json.dumps(dataclasses.asdict(row)))
+    emit(dataclasses.asdict(row))
     return EXIT_OK
 
 
@@ -483,7 +423,7 @@ def collect() -> list[Row]:
     else:
         library_row = Row("plugin", "library", FAIL if importable else SKIPPED,
                           missing if importable else f"no TensorRT imports, so it is not needed here ({missing})")
-    return machine + trt_env + modules + op_rows(found["gpu"]) + [library_row, *plugin] + engine_rows(
+    return machine + trt_env + modules + op_rows(found["gpu"], found["package"]) + [library_row, *plugin] + engine_rows(
         found, importable, library)
 
 
@@ -556,11 +496,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--probe-plugin"]:  # run by path (no package, no torch): one loading path, fresh process
-        if sys.path and Path(sys.path[0]).resolve() == _HERE:
-            del sys.path[0]  # the script's folder is the package: its modules must not shadow top-level names
-        result = probe_plugin(tuple(sys.argv[3:]), sys.argv[2])
-        sys.stdout.flush()
-        print(json.dumps(result))
-        sys.exit(0)
     sys.exit(main())

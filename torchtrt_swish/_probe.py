@@ -1,0 +1,225 @@
+"""The doctor's child processes: each check that may crash or hang runs in one, with a timeout, and hands back one
+JSON result line; and the TensorRT probe, which this file runs when started by path.
+
+The result line starts with RESULT_MARKER on a line of its own: a library that printed without a newline (C code
+writing to stdout, flushed at exit) can neither glue itself to the result nor follow it unnoticed.
+
+Only the standard library: run by path (``python _probe.py --probe-plugin PATH MODULE...``), this is a process that
+holds TensorRT and the plugin but no torch and not this package, as a user's TensorRT process does.
+usage: python torchtrt_swish/_probe.py --probe-plugin {import,load_library,cdll} MODULE [MODULE...]
+       python torchtrt_swish/_probe.py --probe-imports MODULE [MODULE...]   (one result line per module)
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CheckFailed", "RESULT_MARKER", "first_line", "installed", "version_of", "emit", "results", "run_child",
+           "import_modules", "probe_imports", "probe_plugin", "probe_argv"]
+
+_HERE = Path(__file__).resolve().parent
+RESULT_MARKER = "torchtrt-swish-doctor-result:"
+_TAIL = 3  # lines of a failed child's stderr (or stdout) quoted in its row
+
+
+class CheckFailed(Exception):
+    """A check ran and found something wrong (its message is the row's reason)."""
+
+
+def first_line(exc: BaseException) -> str:
+    """'Type: first line of the message': how a row names an exception."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def installed(name: str) -> bool:
+    """Whether a module of that name can be found (without importing it; a broken parent package counts as no)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def version_of(module: Any) -> str:
+    """A module's __version__, else its distribution's version, else '(version unknown)'."""
+    version = getattr(module, "__version__", None)
+    if version:
+        return str(version)
+    try:
+        return importlib.metadata.version(module.__name__)
+    except importlib.metadata.PackageNotFoundError:
+        return "(version unknown)"
+
+
+def emit(result: dict) -> None:
+    """Print `result` as this child's result line (after a newline, so nothing printed before can join it)."""
+    sys.stdout.flush()
+    print(f"\n{RESULT_MARKER} {json.dumps(result)}", flush=True)
+
+
+def _tail(text: str) -> str:
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-_TAIL:])
+
+
+def _communicate(argv: list[str], timeout: float, env: dict[str, str] | None) -> tuple[int | None, str, str]:
+    # (exit status, None past the timeout; stdout; stderr): what a child wrote before it was stopped is kept too.
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            return None, out, err
+    return proc.returncode, out, err
+
+
+def results(stdout: str) -> list[dict]:
+    """The results a child emit()ted, in order (lines that do not parse are left out)."""
+    out = []
+    for line in stdout.splitlines():
+        if line.startswith(RESULT_MARKER):
+            try:
+                out.append(json.loads(line[len(RESULT_MARKER):]))
+            except json.JSONDecodeError:
+                pass
+    return out
+
+
+def run_child(argv: list[str], *, timeout: float, waited_for: str, env: dict[str, str] | None = None) -> dict:
+    """The result a child process emit()s; CheckFailed naming how it ended otherwise (its exit or signal, the last
+    lines it wrote, or what was waited for when it ran past `timeout` seconds)."""
+    code, out, err = _communicate(argv, timeout, env)
+    if code is None:
+        raise CheckFailed(f"{waited_for} did not finish within {timeout:g} s (the check process was stopped)")
+    if code == 0 and (found := results(out)):
+        return found[-1]
+    how = f"was killed by signal {-code}" if code < 0 else f"exited {code}"
+    if (tail := _tail(err)):
+        raise CheckFailed(f"the check process {how}: {tail}")
+    if out.strip():
+        raise CheckFailed(f"the check process {how} without a result line; its output ended: {_tail(out)}")
+    raise CheckFailed(f"the check process {how}" + (" without output" if code == 0 else ""))
+
+
+def probe_imports(names: tuple[str, ...]) -> None:
+    """In this process: import each module in turn and emit {name, version} or {name, error} before the next one,
+    so that the parent knows which import hung when it stops the process."""
+    for name in names:
+        emit({"name": name, "started": True})
+        try:
+            emit({"name": name, "version": version_of(importlib.import_module(name))})
+        except Exception as exc:  # noqa: BLE001 - a broken install raises all sorts of errors at import
+            emit({"name": name, "error": first_line(exc)})
+
+
+def import_modules(names: tuple[str, ...], timeout: float) -> dict[str, dict]:
+    """{name: {"version": ...} or {"error": ...}} for each module, imported in turn by a child process; each import
+    has `timeout` seconds of its own: one that hangs is reported as such, and a new process goes on with the rest."""
+    found: dict[str, dict] = {}
+    while remaining := [n for n in names if n not in found]:
+        found.update(_import_in_child(remaining, timeout))
+    return found
+
+
+def _import_in_child(names: list[str], timeout: float) -> dict[str, dict]:
+    # At least one result: the modules this process imported, and the one it hung or died on.
+    argv = [sys.executable, str(Path(__file__).resolve()), "--probe-imports", *names]
+    found: dict[str, dict] = {}
+    current, other, buffer = None, [], b""
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
+        fd, deadline = proc.stdout.fileno(), time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            if not select.select([fd], [], [], left)[0]:
+                continue
+            if not (chunk := os.read(fd, 1 << 16)):
+                break
+            *lines, buffer = (buffer + chunk).split(b"\n")
+            for line in (raw.decode(errors="replace") for raw in lines):
+                if not (result := results(line)):
+                    other.append(line)
+                elif result[0].pop("started", False):
+                    current, deadline = result[0]["name"], time.monotonic() + timeout  # each import its own time
+                else:
+                    found[result[0].pop("name")] = result[0]
+                    current = None
+        else:
+            proc.kill()
+        code = proc.wait()
+    if len(found) < len(names):
+        name = current or next(n for n in names if n not in found)
+        if left <= 0:
+            found[name] = {"error": f"import {name} did not finish within {timeout:g} s (the process was stopped)"}
+        else:
+            how = f"was killed by signal {-code}" if code < 0 else f"exited {code}"
+            tail = _tail("\n".join(other + [buffer.decode(errors="replace")]))
+            found[name] = {"error": f"the import process {how}" + (f": {tail}" if tail else "")}
+    return found
+
+
+def probe_plugin(module_names: tuple[str, ...], path: str) -> dict:
+    """In this process (a fresh one): import a TensorRT flavour and, unless `path` is "import", load the plugin by
+    `path` (load_library or cdll); report the module, its version and what registered, or why it did not import.
+
+    Only TensorRT and torchtrt_swish/plugin.py (by file, without torch) are loaded, as in a user's TensorRT process.
+    """
+    spec = importlib.util.spec_from_file_location("_torchtrt_swish_plugin", _HERE / "plugin.py")
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    out: dict[str, Any] = {"import_errors": []}
+    trt = None
+    for name in module_names:
+        try:
+            trt = importlib.import_module(name)
+            break
+        except Exception as exc:  # noqa: BLE001 - stub or broken wheels raise all sorts of errors at import
+            if installed(name):
+                out["import_errors"].append(f"{name}: {first_line(exc)}")
+    if trt is None:
+        return out
+    out = {"module": trt.__name__, "version": version_of(trt)}
+    if path == "import":
+        return out
+    try:
+        if path == "load_library":
+            plugin.load_plugin(trt)
+        else:
+            import ctypes
+
+            ctypes.CDLL(str(plugin.plugin_library_path()))
+        identity = (plugin.PLUGIN_NAME, plugin.PLUGIN_VERSION, plugin.PLUGIN_NAMESPACE)
+        registry = trt.get_plugin_registry()
+        mine = [c for c in registry.all_creators if (c.name, c.plugin_version, c.plugin_namespace) == identity]
+        out["count"] = len(mine)
+        if len(mine) == 1:
+            fields = trt.PluginFieldCollection([])
+            out["created"] = [phase for phase in ("BUILD", "RUNTIME")
+                              if mine[0].create_plugin("doctor", fields, getattr(trt.TensorRTPhase, phase))]
+    except Exception as exc:  # noqa: BLE001 - reported as the row's reason
+        out["error"] = first_line(exc)
+    return out
+
+
+def probe_argv(path: str, modules: tuple[str, ...]) -> list[str]:
+    """The command line of a probe process: this file, by path, for one loading path and a flavour's modules."""
+    return [sys.executable, str(Path(__file__).resolve()), "--probe-plugin", path, *modules]
+
+
+if __name__ == "__main__":
+    if sys.path and Path(sys.path[0]).resolve() == _HERE:
+        del sys.path[0]  # the script's folder is the package: its modules must not shadow top-level names
+    if sys.argv[1:2] == ["--probe-imports"]:
+        probe_imports(tuple(sys.argv[2:]))
+    elif sys.argv[1:2] == ["--probe-plugin"] and len(sys.argv) >= 4:
+        emit(probe_plugin(tuple(sys.argv[3:]), sys.argv[2]))
+    else:
+        sys.exit(f"usage: {Path(__file__).name} --probe-plugin {{import,load_library,cdll}} MODULE [MODULE...] | "
+                 "--probe-imports MODULE [MODULE...]")
