@@ -239,26 +239,30 @@ class Fuse(Tool):
 
     def run(self, args) -> int:
         """Run graph surgery on an ONNX file: seed-format conversion, ONNX Swish, Sigmoid/Mul(/Add) fusion."""
-        from onnx_path.common import load_model, save_model, swish_nodes, write_text_atomic
+        from onnx_path.common import save_model, swish_nodes, write_text_atomic
+        from onnx_path.external_data import data_file_for, open_model
         from onnx_path.surgery import PASSES, run_surgery
 
         passes = [p.strip() for p in args.passes.split(",") if p.strip()]
         if unknown := [p for p in passes if p not in PASSES]:
             raise UsageError(f"unknown pass(es) {unknown}; choose from {', '.join(PASSES)}")
-        _check_paths({"input": args.input}, {"-o": args.output, "--report": args.report})
-        model = load_model(args.input)
-        _progress(f"running {', '.join(passes)} on {args.input} ...")
-        fused, report = run_surgery(model, passes, fold_bias=not args.no_fold_bias)
-        already = len(swish_nodes(model))
-        # Files first, then the text: a reader that goes away (`| head`) must not cost the outputs.
+        _check_paths({"input": args.input}, {"-o": args.output, "--report": args.report,
+                                             "-o's external data": data_file_for(args.output)})
+        # The weights stay in their files (onnx_path.external_data): a model over 2 GiB fuses in about its size.
+        with open_model(args.input, scratch=args.output.parent) as (model, base_dir):
+            _progress(f"running {', '.join(passes)} on {args.input} ...")
+            fused, report = run_surgery(model, passes, fold_bias=not args.no_fold_bias, base_dir=base_dir)
+            already = len(swish_nodes(model))
+            if not report.replaced and not already and not args.allow_no_match:
+                _say(report.to_text())
+                raise UsageError(f"{args.input}: no matching nodes (nothing for passes {', '.join(passes)}); "
+                                 "use --allow-no-match to write the model unchanged")
+            _write(args.output, "-o", lambda: save_model(fused, args.output, base_dir=base_dir))
+        # Files first, then the text (a reader that goes away must not cost the outputs); the report only once the
+        # model it describes exists.
         if args.report:
             text = json.dumps(report.to_dict(), indent=2) + "\n"
             _write(args.report, "--report", lambda: write_text_atomic(args.report, text))
-        if not report.replaced and not already and not args.allow_no_match:
-            _say(report.to_text())
-            raise UsageError(f"{args.input}: no matching nodes (nothing for passes {', '.join(passes)}); "
-                             "use --allow-no-match to write the model unchanged")
-        _write(args.output, "-o", lambda: save_model(fused, args.output))
         _say(report.to_text())
         if not report.replaced and already:
             # Idempotent: a fused model fuses to itself (the passes never match a SwishBias node again).
@@ -393,7 +397,9 @@ class Check(Tool):
             raise UsageError("check needs exactly one reference: --torch-model SPEC or --reference ORIGINAL.onnx")
         _check_paths({"input": args.input, "--reference": args.reference, "--engine": args.engine},
                      {"--json": args.json})
-        model = load_model(args.input)
+        # The weights stay in their files: the executors read them from there (a model over 2 GiB cannot be
+        # serialized whole).
+        model, base_dir = load_model(args.input, load_external_data=False), Path(args.input).parent
         # Before anything runs: a node the plugin would reject must not be reported as passing on the CPU.
         check_swish_nodes(model, str(args.input))
         if args.engine is not None:
@@ -413,6 +419,7 @@ class Check(Tool):
         if unknown := [b for b in backends if b not in ("reference", "ort")]:
             raise UsageError(f"unknown backend(s) {unknown}; choose from reference, ort")
         torch_model = reference = None
+        reference_dir = Path(args.reference).parent if args.reference else None  # the baseline is the reference
         if args.torch_model:
             # Same example shape as the export (BatchNorm calibration of torchvision models depends on it).
             dims = inputs[0].type.tensor_type.shape.dim
@@ -421,7 +428,7 @@ class Check(Tool):
             if (why := torch_output_mismatch(torch_model, example, model)) is not None:
                 raise UsageError(f"{args.input} does not match --torch-model {args.torch_model}: {why}")
         else:
-            reference = load_model(args.reference)
+            reference = load_model(args.reference, load_external_data=False)
         try:
             feeds = random_feeds(model, batch=args.batch, dims=args.dims, seed=args.seed, count=args.iterations,
                                  scale=args.scale)
@@ -451,7 +458,8 @@ class Check(Tool):
                                   dtype=model_dtype, backends=backends, engine_path=args.engine,
                                   per_layer=args.per_layer, tolerances=tolerances, model_name=str(args.input),
                                   baseline_onnx=baseline, baseline_name=baseline_name,
-                                  baseline_skipped=baseline_skipped)
+                                  baseline_skipped=baseline_skipped, base_dir=base_dir,
+                                  reference_base_dir=reference_dir, baseline_base_dir=reference_dir)
         except RunFailure as exc:
             raise UsageError(f"{exc} (the model may not take these sizes: change --batch {args.batch} or --dims; or "
                              "it needs an op this executor lacks: choose others with --backends)") from None

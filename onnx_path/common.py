@@ -35,7 +35,9 @@ __all__ = [
     "save_model",
     "output_target",
     "external_data_files",
+    "model_tensors",
     "atomic_output",
+    "atomic_outputs",
     "write_text_atomic",
     "node_label",
     "first_line",
@@ -88,10 +90,23 @@ def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
             if attr.HasField("t"):
                 yield attr.t
             yield from attr.tensors
+            for sparse in [attr.sparse_tensor] if attr.HasField("sparse_tensor") else []:
+                yield sparse.values
+                yield sparse.indices
+            for sparse in attr.sparse_tensors:
+                yield sparse.values
+                yield sparse.indices
             if attr.HasField("g"):
                 yield from _tensors(attr.g)
             for g in attr.graphs:
                 yield from _tensors(g)
+
+
+def model_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every TensorProto of the model: initializers (sparse too) and attribute tensors of every graph and function."""
+    yield from _tensors(model.graph)
+    for function in model.functions:
+        yield from _tensors(onnx.GraphProto(node=function.node))
 
 
 def external_data_files(path: str | Path) -> list[Path]:
@@ -101,14 +116,12 @@ def external_data_files(path: str | Path) -> list[Path]:
         model = onnx.load(str(path), load_external_data=False)
     except Exception:  # noqa: BLE001 - not a model: load_model says so in its own words
         return []
-    graphs = [model.graph] + [onnx.GraphProto(node=f.node) for f in model.functions]
     locations = []
-    for graph in graphs:
-        for tensor in _tensors(graph):
-            if tensor.data_location == onnx.TensorProto.EXTERNAL:
-                where = {e.key: e.value for e in tensor.external_data}.get("location")
-                if where and (found := path.parent / where) not in locations:
-                    locations.append(found)
+    for tensor in model_tensors(model):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            where = {e.key: e.value for e in tensor.external_data}.get("location")
+            if where and (found := path.parent / where) not in locations:
+                locations.append(found)
     return locations
 
 
@@ -129,14 +142,17 @@ def load_model(path: str | Path, *, load_external_data: bool = True) -> onnx.Mod
     return model
 
 
-def save_model(model: onnx.ModelProto, path: str | Path) -> Path:
-    """Save a model atomically, creating the parent folder; models over protobuf's 2 GiB limit go to external data."""
+def save_model(model: onnx.ModelProto, path: str | Path, *, base_dir: str | Path | None = None) -> Path:
+    """Save a model atomically, creating the parent folder; one with external tensors (read from `base_dir`) or
+    too large for one file is written with NAME.data beside it (onnx_path.external_data)."""
+    from .external_data import needs_external_data, save_with_external_data
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    large = model.ByteSize() > 1_800_000_000
+    if needs_external_data(model):
+        return save_with_external_data(model, path, base_dir)
     with atomic_output(path) as tmp:
-        # External data is named by the model's location option (a uuid file name), not by tmp's name.
-        onnx.save(model, str(tmp), save_as_external_data=large)
+        onnx.save(model, str(tmp))
     return path
 
 
@@ -149,6 +165,13 @@ def atomic_output(path: str | Path, *, inputs=()) -> Iterator[Path]:
     """
     with _output_errors(), _output.atomic_output(path, inputs=inputs) as tmp:
         yield tmp
+
+
+@contextlib.contextmanager
+def atomic_outputs(paths, *, inputs=()) -> Iterator[list[Path]]:
+    """atomic_output for several files (torchtrt_swish._output.atomic_outputs): renamed in the order given."""
+    with _output_errors(), _output.atomic_outputs(paths, inputs=inputs) as tmps:
+        yield tmps
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:

@@ -9,7 +9,12 @@ A node whose op_type is ``SwishBias`` must:
 * take ``[x, bias]`` — the plugin's two tensor inputs, bias of x's dtype in a layout the plugin supports (scalar,
   per-channel, full; a fixed bias is a constant) — and have no ``bias`` attribute: the plugin has no fields (the
   surgery turns the original material's attribute bias into a scalar constant input);
-* have one output and an x of float32, float16 or bfloat16.
+* have one output and an x of float32, float16 or bfloat16;
+* have no other attribute. TensorRT's parser hands a plugin only the attributes its creator lists in
+  getFieldNames(), and SwishBias lists none (csrc/trt_plugin/swish_creator.cpp): anything else (``alpha``, ``beta``,
+  ...) would be dropped silently, so the engine would compute something other than what the node says. Every host
+  therefore refuses such a node in one line — ``check``, ``build-engine`` and the surgery through ``node_problem``,
+  the CPU executors (``onnx_path.reference``) through ``attribute_problem`` — rather than ignore it as TensorRT does.
 
 ``check`` and ``build-engine`` validate every SwishBias node, in the main graph and in every If/Loop/Scan body,
 with ``model_problems`` before anything runs; the surgery applies the same
@@ -40,6 +45,8 @@ from .common import (
 
 __all__ = [
     "SwishContractError",
+    "PLUGIN_ATTRIBUTES",
+    "attribute_problem",
     "bias_layout",
     "identity_problem",
     "x_dtype_problem",
@@ -53,6 +60,10 @@ __all__ = [
 # (elem_type or None, shape or None); a shape lists ints for fixed dims and None for dynamic ones.
 ValueType = tuple[int | None, list[int | None] | None]
 _STRING = onnx.AttributeProto.STRING
+
+
+# The only attributes a SwishBias node may carry: the ones TensorRT's parser reads to find the creator.
+PLUGIN_ATTRIBUTES = ("plugin_version", "plugin_namespace")
 
 
 class SwishContractError(OnnxInputError):
@@ -93,6 +104,16 @@ def identity_problem(version: str | bytes | None, namespace: str | bytes | None)
                 f"plugin_version/plugin_namespace attributes, never the domain); this package provides {SWISH_OP} "
                 f"version {PLUGIN_VERSION!r} in namespace {PLUGIN_NAMESPACE!r}")
     return None
+
+
+def attribute_problem(names) -> str | None:
+    """Why a SwishBias node with these attribute names breaks the contract (beyond a `bias` attribute), or None."""
+    extra = [str(n) for n in names if n not in PLUGIN_ATTRIBUTES and n != "bias"]
+    if not extra:
+        return None
+    return (f"has attribute{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))} that the plugin ignores "
+            f"(TensorRT's parser passes a plugin only the fields its creator declares, and {SWISH_OP} declares none): "
+            f"remove {'them' if len(extra) > 1 else 'it'}; {SWISH_OP} takes only {' and '.join(PLUGIN_ATTRIBUTES)}")
 
 
 def x_dtype_problem(elem_type: int | None) -> str | None:
@@ -160,6 +181,8 @@ def node_problem(node: onnx.NodeProto, types: Mapping[str, ValueType]) -> str | 
         return (f"has {where}attribute bias of type {_attr_type(attrs['bias'])}; the plugin has no fields: "
                 f"{SWISH_OP} takes its bias as the second input [x, bias] (onnx_path.surgery.convert_seed_nodes "
                 "converts the original material's attribute form)")
+    if (why := attribute_problem(attrs)) is not None:
+        return why
     if len(inputs) != 2 or "" in inputs:
         return f"has inputs {inputs}; {SWISH_OP} takes [x, bias]"
     if len(node.output) != 1:

@@ -30,6 +30,7 @@ from .common import (
     load_model,
     swish_nodes,
 )
+from .contract import SwishContractError, attribute_problem
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 _HALF_TYPES = {onnx.TensorProto.FLOAT16: "fp16", onnx.TensorProto.BFLOAT16: "bf16"}
@@ -194,7 +195,11 @@ def build_engine(
     """Parse `onnx_path` with TensorRT's ONNX parser (plugin loaded), build and write the serialized engine."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
-    model = load_model(onnx_path)
+    model = load_model(onnx_path, load_external_data=False)  # the graph is enough here; TensorRT reads the file
+    for node in swish_nodes(model):
+        # TensorRT's parser drops such attributes without a word; every other contract breach it reports itself.
+        if (why := attribute_problem(a.name for a in node.attribute)) is not None:
+            raise SwishContractError(f"{onnx_path}: {node.op_type} node {node.name!r} {why}")
     if not graph_inputs(model):
         raise OnnxInputError(f"{onnx_path}: the model has no inputs")
     profiles = profile_shapes(model, min_shapes, opt_shapes, max_shapes)

@@ -16,7 +16,7 @@ from polygraphy.common import TensorMetadata
 
 from .common import graph_inputs, numpy_dtype_for
 
-__all__ = ["FeedError", "onnx_input_metadata", "random_feeds", "show_shape"]
+__all__ = ["FeedError", "type_text", "non_tensor_io", "onnx_input_metadata", "random_feeds", "show_shape"]
 
 
 class FeedError(ValueError):
@@ -30,6 +30,35 @@ class FeedError(ValueError):
 def show_shape(dims) -> str:
     """'2x3x?' for a shape (None for a dynamic dim), 'scalar' for ()."""
     return "x".join("?" if d is None else str(d) for d in dims) or "scalar"
+
+
+def type_text(tp: onnx.TypeProto) -> str:
+    """An ONNX type as the ONNX spec writes it: 'tensor(float)', 'sequence(tensor(float))', 'optional(...)'."""
+    kind = tp.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        return f"{kind[:-5]}({onnx.TensorProto.DataType.Name(getattr(tp, kind).elem_type).lower()})"
+    if kind in ("sequence_type", "optional_type"):
+        return f"{kind[:-5]}({type_text(getattr(tp, kind).elem_type)})"
+    if kind == "map_type":
+        key = onnx.TensorProto.DataType.Name(tp.map_type.key_type).lower()
+        return f"map({key}, {type_text(tp.map_type.value_type)})"
+    return kind or "no type"
+
+
+def non_tensor_io(model: onnx.ModelProto) -> str | None:
+    """'output NAME is TYPE ...' for the first real input or graph output a parity run cannot compare, or None.
+
+    Dense tensors are compared, and an optional holding a tensor (the executors hand over the tensor); sequences,
+    maps, sparse tensors and optionals of them are not.
+    """
+    for kind, values in (("input", graph_inputs(model)), ("output", model.graph.output)):
+        for vi in values:
+            tp = vi.type
+            inner = tp.optional_type.elem_type if tp.HasField("optional_type") else tp
+            if vi.type.HasField("tensor_type") or inner.HasField("tensor_type") or tp.WhichOneof("value") is None:
+                continue
+            return (f"{kind} {vi.name!r} is {type_text(tp)}: check compares tensors (and optional tensors) only")
+    return None
 
 
 def onnx_input_metadata(model: onnx.ModelProto) -> TensorMetadata:

@@ -50,8 +50,9 @@ from polygraphy.logger import G_LOGGER
 from torchtrt_swish.dtypes import TOLERANCES
 
 from .common import elem_type_name, first_line, flush_denormals, graph_inputs, numpy_dtype_for
-from .feeds import FeedError, onnx_input_metadata, random_feeds, show_shape
-from .reference import ReferenceExecutor, numpy_to_torch, ort_session
+from .feeds import FeedError, non_tensor_io, onnx_input_metadata, random_feeds, show_shape
+from .external_data import with_inferred_types
+from .reference import ReferenceExecutor, external_data_options, numpy_to_torch, ort_session
 from .verdict import (
     BASELINE_FACTOR,
     BASELINE_SUFFIX,
@@ -171,13 +172,14 @@ class TorchRunner(BaseRunner):
 class ReferenceExecutorRunner(BaseRunner):
     """Polygraphy runner around the CPU plugin-graph executor (onnx.reference + this package's kernel)."""
 
-    def __init__(self, model: onnx.ModelProto, name: str | None = None):
+    def __init__(self, model: onnx.ModelProto, name: str | None = None, base_dir: str | Path | None = None):
         super().__init__(name=name, prefix="onnx-reference+swish")
         self._onnx = model
+        self._base_dir = base_dir
 
     def activate_impl(self):
         """Build the evaluator."""
-        self.executor = ReferenceExecutor(self._onnx)
+        self.executor = ReferenceExecutor(self._onnx, self._base_dir)
 
     def get_input_metadata_impl(self):
         """Input metadata read from the ONNX graph."""
@@ -248,6 +250,9 @@ def _magnitudes(iterations) -> dict[str, float]:
     return out
 
 
+# NumPy's floating-point warnings (0 * inf in the executors, inf - inf in Polygraphy's statistics) are third-party
+# text on stderr; the non-finite values themselves stay in the outputs and count as evidence.
+@np.errstate(all="ignore")
 def compare_runners(
     runners: Sequence[BaseRunner],
     feeds: Sequence[Mapping[str, np.ndarray]],
@@ -417,11 +422,12 @@ def export_baseline(torch_model: torch.nn.Module, candidate: onnx.ModelProto,
                        dynamic_batch=False, dtype=dtype)
 
 
-def _ort_reference_runner(model: onnx.ModelProto, name: str, what: str):
+def _ort_reference_runner(model: onnx.ModelProto, name: str, what: str, base_dir: str | Path | None = None):
     import onnxruntime as ort
 
     try:
-        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        options = external_data_options(ort.SessionOptions(), model, base_dir)
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types per failure
         dtypes = sorted({elem_type_name(vi.type.tensor_type.elem_type) for vi in graph_inputs(model)})
         raise ParityInputError(f"ONNX Runtime cannot run the {what} ({'/'.join(dtypes)} inputs): "
@@ -447,6 +453,9 @@ def _check_parity(
     model_name: str = "",
     baseline_name: str = "",
     baseline_skipped: str = "",
+    base_dir: str | Path | None = None,
+    reference_base_dir: str | Path | None = None,
+    baseline_base_dir: str | Path | None = None,
 ) -> ParityReport:
     """Implementation of check_parity (without the logger setting)."""
     if dtype not in TOLERANCES:
@@ -457,6 +466,8 @@ def _check_parity(
         tolerances = (check_tolerance("atol", tolerances[0]), check_tolerance("rtol", tolerances[1]))
     if engine_path is not None and not Path(engine_path).is_file():
         raise ParityInputError(f"{engine_path}: no such engine file")
+    if (why := non_tensor_io(onnx_model)) is not None:
+        raise ParityInputError(why)
     if reference_onnx is not None and (why := io_mismatch(onnx_model, reference_onnx)) is not None:
         raise ParityInputError(why)
     if baseline_onnx is not None and (why := io_mismatch(onnx_model, baseline_onnx, "baseline")) is not None:
@@ -465,7 +476,7 @@ def _check_parity(
     output_names = [o.name for o in onnx_model.graph.output]
     candidate = onnx_model
     if per_layer:
-        candidate = modify_outputs(onnx.shape_inference.infer_shapes(onnx_model), outputs=constants.MARK_ALL,
+        candidate = modify_outputs(with_inferred_types(onnx_model), outputs=constants.MARK_ALL,
                                    copy=True)
     runners: list[BaseRunner] = []
     skipped: list[dict] = []
@@ -474,12 +485,12 @@ def _check_parity(
     else:
         ref = reference_onnx
         if per_layer:
-            ref = modify_outputs(onnx.shape_inference.infer_shapes(ref), outputs=constants.MARK_ALL, copy=True)
-        runners.append(_ort_reference_runner(ref, "onnxruntime-original", "reference model"))
+            ref = modify_outputs(with_inferred_types(ref), outputs=constants.MARK_ALL, copy=True)
+        runners.append(_ort_reference_runner(ref, "onnxruntime-original", "reference model", reference_base_dir))
     onnx_runner_indices = []
     for backend in backends:
         if backend == "reference":
-            runners.append(ReferenceExecutorRunner(candidate, name="onnx-reference+swish"))
+            runners.append(ReferenceExecutorRunner(candidate, name="onnx-reference+swish", base_dir=base_dir))
         elif backend == "ort":
             if not _has_ort_extensions():
                 skipped.append({"runner": "onnxruntime+swish", "reason": "onnxruntime-extensions is not installed "
@@ -489,7 +500,7 @@ def _check_parity(
                 skipped.append({"runner": "onnxruntime+swish", "reason": f"ONNX Runtime route is float32 only "
                                                                        f"(dtype {dtype})"})
                 continue
-            runners.append(OnnxrtRunner(lambda m=candidate: ort_session(m), name="onnxruntime+swish"))
+            runners.append(OnnxrtRunner(lambda m=candidate: ort_session(m, base_dir), name="onnxruntime+swish"))
         else:
             raise ValueError(f"unknown backend {backend!r}; choose from reference, ort")
         onnx_runner_indices.append(len(runners) - 1)
@@ -508,9 +519,9 @@ def _check_parity(
         for i in onnx_runner_indices:
             name = runners[i].name + BASELINE_SUFFIX
             if isinstance(runners[i], ReferenceExecutorRunner):
-                runners.append(ReferenceExecutorRunner(baseline_onnx, name=name))
+                runners.append(ReferenceExecutorRunner(baseline_onnx, name=name, base_dir=baseline_base_dir))
             else:
-                runners.append(OnnxrtRunner(lambda m=baseline_onnx: ort_session(m), name=name))
+                runners.append(OnnxrtRunner(lambda m=baseline_onnx: ort_session(m, baseline_base_dir), name=name))
             baseline_of[i] = len(runners) - 1
     elif baseline_skipped:
         skipped.append({"runner": "baseline", "reason": baseline_skipped})

@@ -20,6 +20,7 @@ could not resolve fails here too.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -31,7 +32,9 @@ from onnx.reference.ops import load_op
 import torchtrt_swish
 
 from .common import SWISH_DOMAIN, SWISH_OP, is_swish_node, iter_graphs
-from .contract import identity_problem, value_types
+from .contract import attribute_problem, identity_problem, value_types
+from .external_data import has_external_tensors, load_weights
+from .surgery_values import sparse_to_dense
 
 ORT_DOMAIN = "ai.onnx.contrib"
 BACKENDS = ("reference", "ort")
@@ -52,6 +55,7 @@ __all__ = [
     "SwishBias",
     "ReferenceExecutor",
     "rewrite_for_ort",
+    "external_data_options",
     "ort_session",
     "run_graph",
 ]
@@ -100,12 +104,14 @@ class SwishBias(OpRun):
 
     op_domain = SWISH_DOMAIN
 
-    def _run(self, x, bias_tensor=None, bias=None, plugin_version=None, plugin_namespace=None):
-        _check_identity(self.onnx_node, plugin_version, plugin_namespace)
-        # `bias` is accepted as a keyword only to refuse it by name (onnx.reference passes every node attribute).
-        if bias is not None or bias_tensor is None:
+    def _run(self, x, bias_tensor=None, **attributes):
+        # onnx.reference passes every attribute of the node: the contract's rules refuse what the plugin would not read.
+        _check_identity(self.onnx_node, attributes.get("plugin_version"), attributes.get("plugin_namespace"))
+        if "bias" in attributes or bias_tensor is None:
             raise ValueError(f"{SWISH_OP} node {self.onnx_node.name!r} takes [x, bias] with no bias attribute; got "
-                             f"{'a bias attribute' if bias is not None else 'no bias input'}")
+                             f"{'a bias attribute' if 'bias' in attributes else 'no bias input'}")
+        if (why := attribute_problem(attributes)) is not None:
+            raise ValueError(f"{SWISH_OP} node {self.onnx_node.name!r} {why}")
         return (swish_numpy(x, bias_tensor),)
 
 
@@ -129,10 +135,26 @@ def _accumulate_in_float32(op_type: str, version: int) -> type[OpRun]:
     return type(op_type, (base,), {"op_domain": "", "op_schema": schema, "_run": _run})
 
 
-class ReferenceExecutor:
-    """onnx.reference.ReferenceEvaluator over a model, with SwishBias computed by this package's CPU kernel."""
+def _dense_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with sparse initializers as dense ones of their dtype (onnx.reference cannot read sparse ones)."""
+    if not any(g.sparse_initializer for _, g in iter_graphs(model.graph)):
+        return model
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for _, g in iter_graphs(out.graph):
+        g.initializer.extend(onnx.numpy_helper.from_array(sparse_to_dense(sp), sp.values.name)
+                             for sp in g.sparse_initializer)
+        del g.sparse_initializer[:]
+    return out
 
-    def __init__(self, model: onnx.ModelProto):
+
+class ReferenceExecutor:
+    """onnx.reference.ReferenceEvaluator over a model, with SwishBias computed by this package's CPU kernel.
+
+    `base_dir`: the folder the model's external tensors are read from (onnx_path.external_data), when it has some.
+    """
+
+    def __init__(self, model: onnx.ModelProto, base_dir: str | Path | None = None):
         self.model = model
         version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
         used = {n.op_type for _, g in iter_graphs(model.graph) for n in g.node if n.domain in ("", "ai.onnx")}
@@ -143,7 +165,8 @@ class ReferenceExecutor:
                     wide.append(_accumulate_in_float32(op, version))
                 except Exception:  # noqa: BLE001 - an op this opset lacks: the evaluator reports it as it always did
                     pass
-        self._evaluator = ReferenceEvaluator(model, new_ops=[SwishBias, *wide])
+        runnable = _dense_initializers(load_weights(model, base_dir))
+        self._evaluator = ReferenceEvaluator(runnable, new_ops=[SwishBias, *wide])
 
     @property
     def input_names(self) -> list[str]:
@@ -202,6 +225,8 @@ def rewrite_for_ort(model: onnx.ModelProto) -> onnx.ModelProto:
         if len(node.input) != 2 or "" in node.input or "bias" in attrs:
             raise ValueError(f"{SWISH_OP} node {node.name!r} takes [x, bias] with no bias attribute; got inputs "
                              f"{list(node.input)}{' and a bias attribute' if 'bias' in attrs else ''}")
+        if (why := attribute_problem(attrs)) is not None:
+            raise ValueError(f"{SWISH_OP} node {node.name!r} {why}")
         node.domain = ORT_DOMAIN
         node.op_type = _ort_op_type(elem)
         del node.attribute[:]  # the Python op declares none; the identity was checked above
@@ -210,8 +235,21 @@ def rewrite_for_ort(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
-def ort_session(model: onnx.ModelProto):
-    """An onnxruntime.InferenceSession (CPU) running `model`, SwishBias nodes computed by this package's kernel."""
+def external_data_options(options, model: onnx.ModelProto, base_dir: str | Path | None):
+    """`options` (ort.SessionOptions) told where the external tensors of a model given as bytes are read from."""
+    if base_dir is not None and has_external_tensors(model):
+        # ONNX Runtime resolves external data against the model file's folder; bytes have none, so name it.
+        options.add_session_config_entry("session.model_external_initializers_file_folder_path",
+                                         str(Path(base_dir).resolve()))
+    return options
+
+
+def ort_session(model: onnx.ModelProto, base_dir: str | Path | None = None):
+    """An onnxruntime.InferenceSession (CPU) running `model`, SwishBias nodes computed by this package's kernel.
+
+    `base_dir`: where the model's external tensors are; the rewritten skeleton goes to ONNX Runtime as bytes and
+    ONNX Runtime reads the weights from their files (a model over 2 GiB cannot be serialized whole).
+    """
     import onnxruntime as ort
     from onnxruntime_extensions import get_library_path
 
@@ -219,17 +257,18 @@ def ort_session(model: onnx.ModelProto):
     options = ort.SessionOptions()
     options.register_custom_ops_library(get_library_path())
     options.log_severity_level = 3  # the Python-op bridge logs a warning per op otherwise
-    return ort.InferenceSession(
-        rewrite_for_ort(model).SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
+    rewritten = rewrite_for_ort(model)
+    return ort.InferenceSession(rewritten.SerializeToString(), external_data_options(options, rewritten, base_dir),
+                                providers=["CPUExecutionProvider"])
 
 
-def run_graph(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], backend: str = "reference") -> dict:
+def run_graph(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], backend: str = "reference",
+              base_dir: str | Path | None = None) -> dict:
     """Run `model` once on the CPU with the chosen backend ('reference' or 'ort'); outputs by name."""
     if backend == "reference":
-        return ReferenceExecutor(model).run(feeds)
+        return ReferenceExecutor(model, base_dir).run(feeds)
     if backend == "ort":
-        sess = ort_session(model)
+        sess = ort_session(model, base_dir)
         names = [o.name for o in sess.get_outputs()]
         return dict(zip(names, sess.run(names, dict(feeds))))
     raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")

@@ -58,6 +58,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -71,15 +72,21 @@ from .common import (
     SWISH_DOMAIN,
     SWISH_OP,
     OnnxInputError,
-    all_nodes,
-    first_line,
-    iter_graphs,
     numpy_dtype_for,
     op_counts,
     text_attribute_problem,
 )
 from .contract import bias_layout, bias_problem, model_problems, x_dtype_problem
+from .external_data import with_inferred_types
+from .surgery_model import (
+    check_emitted,
+    hide_non_tensor_types,
+    initializers_as_inputs,
+    prune_unused_domains,
+    restore_types,
+)
 from .surgery_report import Refusal, Replacement, SurgeryReport
+from .surgery_values import EXTERNAL_DIR, attr_str, const_values, elem_type, is_std, plain_constant
 
 SEED_NAMES = ("Swish", "EfficientSwish")
 SEED000_DOMAIN = "custom"
@@ -87,7 +94,6 @@ SEED001_DOMAIN = "ai.onnx.contrib"
 SEED000_KIND = "original-torchscript"
 SEED001_KIND = "original-ort-contrib"
 PASSES = ("seed", "onnx-swish", "sigmoid-mul")
-_STD_DOMAINS = ("", "ai.onnx", None)
 
 __all__ = [
     "SEED_NAMES",
@@ -103,47 +109,6 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------------------------------ helpers
-
-
-def _is_std(node: gs.Node, op: str) -> bool:
-    return node.op == op and node.domain in _STD_DOMAINS
-
-
-def _elem_type(tensor: gs.Tensor) -> int | None:
-    dtype = tensor.dtype
-    if dtype is None:
-        return None
-    if isinstance(dtype, (int, np.integer)):
-        return int(dtype)
-    try:
-        return onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-    except (TypeError, KeyError, ValueError):
-        return None
-
-
-def _const_values(tensor: gs.Tensor, graph: gs.Graph) -> np.ndarray | None:
-    """Values of an initializer or of a Constant node's output; None for anything set or computed at run time."""
-    if any(tensor is t for t in graph.inputs):
-        return None  # an initializer that is also a graph input: the caller may override it
-    if isinstance(tensor, gs.Constant):
-        return np.asarray(tensor.values)
-    if len(tensor.inputs) != 1 or not _is_std(tensor.inputs[0], "Constant"):
-        return None
-    attrs = tensor.inputs[0].attrs
-    if isinstance(attrs.get("value"), gs.Constant):
-        return np.asarray(attrs["value"].values)
-    for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
-                       ("value_ints", np.int64)):
-        if key in attrs:
-            return np.asarray(attrs[key], dtype=dtype)
-    return None
-
-
-def _attr_str(node: gs.Node, key: str) -> str | None:
-    value = node.attrs.get(key)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value if isinstance(value, str) else None
 
 
 def _describe(values: np.ndarray, layout: str) -> str:
@@ -193,18 +158,18 @@ def swish_bias(self, x, bias, output, *, name=None):
 
 
 def _dtype_refusal(x: gs.Tensor) -> str | None:
-    return x_dtype_problem(_elem_type(x))
+    return x_dtype_problem(elem_type(x))
 
 
 def _bias_refusal(x: gs.Tensor, values: np.ndarray) -> str | None:
-    x_type = (_elem_type(x), None if x.shape is None else list(x.shape))
+    x_type = (elem_type(x), None if x.shape is None else list(x.shape))
     bias_type = (onnx.helper.np_dtype_to_tensor_dtype(values.dtype), list(values.shape))
     return bias_problem(x_type, bias_type)
 
 
 def _constant_bias(x: gs.Tensor, value: float, shape: tuple, names: _Names, base: str) -> gs.Constant | None:
     """A constant bias of x's dtype filled with float32(value); None when x's dtype is unknown."""
-    et = _elem_type(x)
+    et = elem_type(x)
     if et is None:
         return None
     return gs.Constant(names(f"{base}/bias"), np.full(shape, np.float32(value)).astype(numpy_dtype_for(et)))
@@ -220,16 +185,17 @@ def _foldable_add(graph: gs.Graph, x: gs.Tensor, y: gs.Tensor, names: _Names, ba
     if len(y.outputs) != 1 or y in graph.outputs:
         return None, None, None, ""
     add = y.outputs[0]
-    if not _is_std(add, "Add") or len(add.inputs) != 2 or add.inputs[0] is add.inputs[1]:
+    if not is_std(add, "Add") or len(add.inputs) != 2 or add.inputs[0] is add.inputs[1]:
         return None, None, None, ""
     other = add.inputs[1] if add.inputs[0] is y else add.inputs[0]
-    values = _const_values(other, graph)
+    values = const_values(other, graph)
     if values is None:
         what = "a graph input" if any(other is t for t in graph.inputs) else "not a constant"
         return None, None, None, f"following Add not folded: its other input {other.name!r} is {what}"
     if (why := _bias_refusal(x, values)) is not None:
         return None, None, None, f"following Add not folded: {why}"
-    tensor = other if isinstance(other, gs.Constant) else gs.Constant(names(f"{base}/bias"), values)
+    # A sparse initializer becomes a dense constant of its own dtype: the plugin takes a dense bias tensor.
+    tensor = other if plain_constant(other) else gs.Constant(names(f"{base}/bias"), values)
     return add, tensor, _describe(values, bias_layout(values.shape, x.shape)[1]), ""
 
 
@@ -255,10 +221,10 @@ def fuse_sigmoid_mul(self, fold_bias=True, names=None):
     """Fuse Sigmoid(x) -> Mul(x, .) [-> Add(const)] into SwishBias; returns (replacements, refusals)."""
     names, done, refused = names or _Names(self), [], []
     for sig in list(self.nodes):
-        if not _is_std(sig, "Sigmoid") or len(sig.inputs) != 1 or len(sig.outputs) != 1:
+        if not is_std(sig, "Sigmoid") or len(sig.inputs) != 1 or len(sig.outputs) != 1:
             continue
         x, s = sig.inputs[0], sig.outputs[0]
-        muls = [n for n in s.outputs if _is_std(n, "Mul") and len(n.inputs) == 2
+        muls = [n for n in s.outputs if is_std(n, "Mul") and len(n.inputs) == 2
                 and {id(n.inputs[0]), id(n.inputs[1])} == {id(x), id(s)}]
         if not muls:
             continue  # sigmoid used as a gate on another tensor: not a swish
@@ -283,7 +249,7 @@ def convert_onnx_swish(self, fold_bias=True, names=None):
     """Convert standard ONNX Swish nodes with alpha == 1 into SwishBias; returns (replacements, refusals)."""
     names, done, refused = names or _Names(self), [], []
     for node in list(self.nodes):
-        if not _is_std(node, "Swish") or len(node.inputs) != 1 or len(node.outputs) != 1:
+        if not is_std(node, "Swish") or len(node.inputs) != 1 or len(node.outputs) != 1:
             continue
         alpha = float(node.attrs.get("alpha", 1.0))
         if alpha != 1.0:
@@ -345,17 +311,17 @@ def _seed_match(node: gs.Node, graph: gs.Graph):
     OnnxInputError for a malformed one (no inputs, not one output, a number too large to parse).
     """
     if node.domain == SEED000_DOMAIN and node.op == "Plugin":
-        if _attr_str(node, "name") not in SEED_NAMES:
+        if attr_str(node, "name") not in SEED_NAMES:
             return None  # another plugin of the seed's framework
         _check_seed_structure(node, 2)
-        raw = _attr_str(node, "info") or "{}"
+        raw = attr_str(node, "info") or "{}"
         if (info := _parse_info(node, raw)) is None:
             return f"info attribute is not JSON: {raw[:60]!r}"
         return info if isinstance(info, dict) else {}, node.inputs[1] if len(node.inputs) > 1 else None
     if node.domain == SEED001_DOMAIN and node.op in ("Plugin", *SEED_NAMES):
         if node.op != "Plugin":
             _check_seed_structure(node, 3)
-        info = _decode_info(node, _const_values(node.inputs[1], graph)) if len(node.inputs) > 1 else None
+        info = _decode_info(node, const_values(node.inputs[1], graph)) if len(node.inputs) > 1 else None
         if info is None:
             return None if node.op == "Plugin" else "second input is not a Constant of character codes holding JSON"
         if node.op == "Plugin":  # a generic Plugin is ours only once its info names a swish
@@ -405,7 +371,7 @@ def convert_seed_swish(self, names=None):
             refused.append(Refusal(kind, node.name, reason))
             continue
         if bias_in is not None:
-            values = _const_values(bias_in, self)
+            values = const_values(bias_in, self)
             if values is None:
                 what = "a graph input" if any(bias_in is t for t in self.inputs) else "not a constant"
                 refused.append(Refusal(kind, node.name, f"bias input {bias_in.name!r} is {what}"))
@@ -415,10 +381,10 @@ def convert_seed_swish(self, names=None):
                 # run/build time.
                 refused.append(Refusal(kind, node.name, why))
                 continue
-            bias = bias_in if isinstance(bias_in, gs.Constant) else gs.Constant(names(f"{node.name}/bias"), values)
+            bias = bias_in if plain_constant(bias_in) else gs.Constant(names(f"{node.name}/bias"), values)
             desc = _describe(values, bias_layout(values.shape, x.shape)[1])
         elif isinstance(info.get("bias"), (int, float)) and not isinstance(info.get("bias"), bool):
-            bias = _constant_bias(x, _info_bias(node, info["bias"], _elem_type(x)), (), names, node.name or kind)
+            bias = _constant_bias(x, _info_bias(node, info["bias"], elem_type(x)), (), names, node.name or kind)
             if bias is None:
                 refused.append(Refusal(kind, node.name, "x's dtype is unknown (run shape inference first), so the "
                                                         "bias constant's dtype cannot be chosen"))
@@ -436,56 +402,23 @@ def convert_seed_swish(self, names=None):
 # ------------------------------------------------------------------------------------------------- model level
 
 
-def _prune_unused_domains(model: onnx.ModelProto) -> None:
-    # A domain used only inside an If/Loop/Scan body or a function is used: dropping it makes the model invalid.
-    used = {n.domain for _, _, n in all_nodes(model)} | {f.domain for f in model.functions}
-    used |= {"", "ai.onnx"}
-    keep = [o for o in model.opset_import if o.domain in used]
-    del model.opset_import[:]
-    model.opset_import.extend(keep)
-
-
-def _initializers_as_inputs(model: onnx.ModelProto) -> None:
-    """IR < 4: every initializer must also be a graph input. The main graph lists its new ones as inputs; a body
-    (whose inputs are fixed by If/Loop/Scan) gets Constant nodes instead."""
-    g = model.graph
-    listed = {i.name for i in g.input}
-    g.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
-                   for t in g.initializer if t.name not in listed)
-    for _, body in list(iter_graphs(g))[1:]:
-        listed = {i.name for i in body.input}
-        moved = [t for t in body.initializer if t.name not in listed]
-        if not moved:
-            continue
-        kept = [t for t in body.initializer if t.name in listed]
-        del body.initializer[:]
-        body.initializer.extend(kept)
-        constants = [onnx.helper.make_node("Constant", [], [t.name], name=f"{t.name}/Constant", value=t)
-                     for t in moved]
-        nodes = constants + list(body.node)
-        del body.node[:]
-        body.node.extend(nodes)
-
-
-def _check_emitted(model: onnx.ModelProto, out: onnx.ModelProto) -> None:
-    """RuntimeError when `out` fails onnx.checker though `model` passes; OnnxInputError when `model` fails too."""
-    if out.ByteSize() > 2_000_000_000:
-        return  # onnx.checker takes a model over protobuf's 2 GiB only as a file, with its external data beside it
-    try:
-        onnx.checker.check_model(out)
-    except onnx.checker.ValidationError as exc:
-        try:
-            onnx.checker.check_model(model)
-        except onnx.checker.ValidationError as original:
-            raise OnnxInputError(f"the input model fails onnx.checker ({first_line(original)}); fix it before "
-                                 "fusing") from None
-        raise RuntimeError(f"surgery emitted a model that fails onnx.checker: {first_line(exc)}") from exc
-
-
 def run_surgery(
-    model: onnx.ModelProto, passes: Sequence[str] = PASSES, *, fold_bias: bool = True
+    model: onnx.ModelProto, passes: Sequence[str] = PASSES, *, fold_bias: bool = True,
+    base_dir: str | Path | None = None,
 ) -> tuple[onnx.ModelProto, SurgeryReport]:
-    """Run the chosen passes ('seed', 'onnx-swish', 'sigmoid-mul') on a model; returns (new model, report)."""
+    """Run the chosen passes ('seed', 'onnx-swish', 'sigmoid-mul') on a model; returns (new model, report).
+
+    `base_dir`: where the model's external tensors are (onnx_path.external_data); they stay there, unread, unless a
+    pass needs one's values (a bias).
+    """
+    token = EXTERNAL_DIR.set(str(base_dir or ""))
+    try:
+        return _run_surgery(model, passes, fold_bias)
+    finally:
+        EXTERNAL_DIR.reset(token)
+
+
+def _run_surgery(model: onnx.ModelProto, passes: Sequence[str], fold_bias: bool):
     unknown = [p for p in passes if p not in PASSES]
     if unknown:
         raise ValueError(f"unknown surgery pass(es) {unknown}; choose from {', '.join(PASSES)}")
@@ -505,9 +438,10 @@ def run_surgery(
         work.graph.initializer.extend(kept)
     try:
         # Intermediate dtypes/shapes are needed for the dtype and bias-layout checks.
-        inferred = onnx.shape_inference.infer_shapes(work, data_prop=True)
+        inferred = with_inferred_types(work)
     except Exception:  # noqa: BLE001 - inference is best effort; unknown types lead to refusals, not errors
         inferred = work
+    hidden = hide_non_tensor_types(inferred)
     graph = gs.import_onnx(inferred)
     graphs = [graph, *graph.subgraphs(recursive=True)]  # If/Loop/Scan bodies are fused like the main graph
     taken = {n.name for g in graphs for n in g.nodes if n.name}
@@ -532,19 +466,20 @@ def run_surgery(
     else:
         graph.cleanup().toposort()
         out = gs.export_onnx(graph, do_type_check=False)
+        restore_types(out, hidden)
         still_inputs = {i.name for i in out.graph.input}
         out.graph.initializer.extend(t for t in defaults if t.name in still_inputs)
         out.ir_version = model.ir_version
         if out.ir_version < 4:
-            _initializers_as_inputs(out)
+            initializers_as_inputs(out)
         out.producer_name, out.producer_version = model.producer_name, model.producer_version
         del out.metadata_props[:]
         out.metadata_props.extend(model.metadata_props)
-        _prune_unused_domains(out)
+        prune_unused_domains(out)
         # The passes check the contract before they replace anything; a node they emit that breaks it is a bug here.
         if problems := model_problems(out, only={r.node for r in report.replaced}):
             raise RuntimeError("surgery emitted nodes that break the SwishBias contract: " + "; ".join(problems))
-        _check_emitted(model, out)
+        check_emitted(model, out)
     report.counts_after = dict(op_counts(out))
     return out, report
 

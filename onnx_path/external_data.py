@@ -1,0 +1,217 @@
+"""Models whose weights live in files beside them (ONNX external data): read in place, written with the model.
+
+A model over protobuf's 2 GiB limit cannot be serialized, so it cannot be shape-inferred in memory, handed to ONNX
+Runtime as bytes or saved in one file. The ONNX route therefore carries such a model as its *skeleton*: the proto
+loaded with ``load_external_data=False`` (tensors keep ``data_location EXTERNAL`` and their ``location``, ``offset``
+and ``length``), plus ``base_dir``, the folder those locations are relative to. The surgery, the contract and the
+executors read the skeleton, and only the executors load the weights (from ``base_dir``).
+
+Writing: ``save_with_external_data`` writes ``NAME`` and ``NAME.data`` beside it, both atomically: every tensor the
+skeleton keeps outside is copied (streamed, never whole) from ``base_dir`` into ``NAME.data``, with in-memory tensors
+of at least ``SIZE_THRESHOLD`` bytes. The data file's name follows the model's, so writing the same ``-o`` again
+replaces it instead of leaving another file behind. The caller's model is never changed (onnx.save would empty its
+tensors' raw_data).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import onnx
+from onnx.external_data_helper import ExternalDataInfo, load_external_data_for_tensor, uses_external_data
+
+from .common import OnnxInputError, atomic_outputs, iter_graphs, load_model, model_tensors
+
+# Above this a model is written with external data: protobuf refuses to serialize 2 GiB, and ByteSize grows a bit.
+INLINE_LIMIT = 1_800_000_000
+_PROTOBUF_LIMIT = (2 << 30) - 1
+SIZE_THRESHOLD = 1024  # onnx.save's default: smaller tensors stay in the model file
+_CHUNK = 16 << 20
+
+__all__ = [
+    "INLINE_LIMIT",
+    "SIZE_THRESHOLD",
+    "data_file_for",
+    "has_external_tensors",
+    "location_of",
+    "needs_external_data",
+    "save_with_external_data",
+    "spill_weights",
+    "open_model",
+    "load_weights",
+    "with_inferred_types",
+]
+
+
+def data_file_for(path: str | Path) -> Path:
+    """The external data file written with the model at `path`: NAME.data beside it."""
+    path = Path(path)
+    return path.with_name(f"{path.name}.data")
+
+
+def has_external_tensors(model: onnx.ModelProto) -> bool:
+    """True when some tensor of the model (any graph, attribute or function) keeps its bytes in a file."""
+    return any(uses_external_data(t) for t in model_tensors(model))
+
+
+def needs_external_data(model: onnx.ModelProto) -> bool:
+    """True when the model must be written with a data file: it has external tensors or is too large for one file."""
+    return has_external_tensors(model) or model.ByteSize() > INLINE_LIMIT
+
+
+def _source(tensor: onnx.TensorProto, base_dir: Path) -> tuple[Path, int, int | None]:
+    """(file, offset, length or None for 'to the end') of an external tensor; OnnxInputError for a location outside."""
+    info = ExternalDataInfo(tensor)
+    return base_dir / location_of(tensor), int(info.offset or 0), None if info.length is None else int(info.length)
+
+
+def location_of(tensor: onnx.TensorProto) -> str:
+    """An external tensor's location; OnnxInputError unless it is a path inside the model's folder."""
+    location = ExternalDataInfo(tensor).location
+    where = Path(location)
+    if not location or where.is_absolute() or ".." in where.parts:
+        raise OnnxInputError(f"tensor {tensor.name!r} has external data location {location!r}: only a file name "
+                             "relative to the model's folder is read")
+    return location
+
+
+def _copy_range(sink, source: Path, offset: int, length: int | None, name: str) -> int:
+    """Append `length` bytes of `source` from `offset` to `sink` in chunks; returns the count copied."""
+    try:
+        with open(source, "rb") as f:
+            f.seek(offset)
+            copied = 0
+            while length is None or copied < length:
+                chunk = f.read(_CHUNK if length is None else min(_CHUNK, length - copied))
+                if not chunk:
+                    break
+                sink.write(chunk)
+                copied += len(chunk)
+    except FileNotFoundError:
+        raise OnnxInputError(f"tensor {name!r} keeps its data in {source}, which does not exist") from None
+    if length is not None and copied != length:
+        raise OnnxInputError(f"tensor {name!r}: {source} holds {copied} of its {length} bytes from offset {offset}")
+    return copied
+
+
+def _point_to(tensor: onnx.TensorProto, location: str, offset: int, length: int) -> None:
+    # onnx.external_data_helper.set_external_data insists on raw_data, which a tensor read in place never has.
+    del tensor.external_data[:]
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", offset), ("length", length)):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, str(value)
+
+
+def _raw_size(tensor: onnx.TensorProto) -> int:
+    """The size of a tensor's raw_data from its dims and type (upb's ByteSize and raw_data both copy the bytes)."""
+    return math.prod(tensor.dims) * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+
+
+def _externalize(model: onnx.ModelProto, sink, location: str, base_dir: Path | None) -> None:
+    """Move every external tensor's bytes and every large in-memory one into `sink` (the file named `location`)."""
+    for tensor in model_tensors(model):
+        offset = sink.tell()
+        if uses_external_data(tensor):
+            if base_dir is None:
+                raise OnnxInputError(f"tensor {tensor.name!r} keeps its data in a file, but the model's folder is "
+                                     "not known (load it from a file)")
+            length = _copy_range(sink, *_source(tensor, base_dir), tensor.name)
+        elif tensor.HasField("raw_data") and _raw_size(tensor) >= SIZE_THRESHOLD:
+            data = tensor.raw_data
+            sink.write(data)
+            length = len(data)
+            tensor.ClearField("raw_data")
+        else:
+            continue
+        _point_to(tensor, location, offset, length)
+
+
+def _sources(model: onnx.ModelProto, base_dir: Path | None) -> list[Path]:
+    """The files the model's external tensors are read from."""
+    if base_dir is None:
+        return []
+    return list(dict.fromkeys(_source(t, base_dir)[0] for t in model_tensors(model) if uses_external_data(t)))
+
+
+def save_with_external_data(model: onnx.ModelProto, path: str | Path, base_dir: str | Path | None = None) -> Path:
+    """Write `model` to `path` and its tensors to NAME.data beside it, both atomically; `model` is left as it was.
+
+    `base_dir`: the folder the model's external tensors are read from (where it was loaded); none of those files is
+    ever written. The data file is renamed into place just before the model, so a finished model file never points
+    to a missing or partial one.
+    """
+    path = Path(path)
+    data = data_file_for(path)
+    base = None if base_dir is None else Path(base_dir)
+    out = onnx.ModelProto()
+    out.CopyFrom(model)  # the caller's tensors keep their bytes
+    with atomic_outputs([data, path], inputs=_sources(model, base)) as (tmp_data, tmp_model):
+        with open(tmp_data, "wb") as sink:
+            _externalize(out, sink, data.name, base)
+        onnx.save(out, str(tmp_model))
+    return path
+
+
+def spill_weights(model: onnx.ModelProto, folder: str | Path) -> Path:
+    """Move the in-memory tensors of `model` (which it must own) into FOLDER/weights.data; returns FOLDER.
+
+    A model near 2 GiB loaded whole is then a skeleton: copies, shape inference and graph surgery stay small.
+    """
+    folder = Path(folder)
+    with open(folder / "weights.data", "wb") as sink:
+        _externalize(model, sink, "weights.data", None)
+    return folder
+
+
+@contextlib.contextmanager
+def open_model(path: str | Path, scratch: str | Path | None = None) -> Iterator[tuple[onnx.ModelProto, Path]]:
+    """(skeleton, base_dir) of the model at `path`: external tensors left in their files (see the module docstring).
+
+    A model without external data but over INLINE_LIMIT has its weights moved to a temporary folder in `scratch`
+    (default: the system's), removed when the block ends.
+    """
+    path = Path(path)
+    model = load_model(path, load_external_data=False)
+    # The file's size, not ByteSize(): upb computes that by serializing the whole model once more.
+    if has_external_tensors(model) or path.stat().st_size <= INLINE_LIMIT:
+        yield model, path.parent
+        return
+    where = tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=scratch)
+    try:
+        yield model, spill_weights(model, where)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def load_weights(model: onnx.ModelProto, base_dir: str | Path | None) -> onnx.ModelProto:
+    """`model` with its external tensors loaded from `base_dir` (a copy; `model` itself when it has none)."""
+    if base_dir is None or not has_external_tensors(model):
+        return model
+    full = onnx.ModelProto()
+    full.CopyFrom(model)
+    for tensor in model_tensors(full):
+        if uses_external_data(tensor):
+            _source(tensor, Path(base_dir))  # the same location rule as the writer's
+            load_external_data_for_tensor(tensor, str(base_dir))
+    return full
+
+
+def with_inferred_types(model: onnx.ModelProto, *, data_prop: bool = True) -> onnx.ModelProto:
+    """onnx.shape_inference's result for `model`; over protobuf's limit by path (infer_shapes_path), with the
+    inferred value_info added to `model` itself (copying it again would double the memory)."""
+    if model.ByteSize() < _PROTOBUF_LIMIT:
+        return onnx.shape_inference.infer_shapes(model, data_prop=data_prop)
+    with tempfile.TemporaryDirectory() as tmp:
+        source, inferred = Path(tmp) / "model.onnx", Path(tmp) / "inferred.onnx"
+        save_with_external_data(model, source)
+        onnx.shape_inference.infer_shapes_path(source, inferred, data_prop=data_prop)
+        types = onnx.load(str(inferred), load_external_data=False)
+    for (_, mine), (_, theirs) in zip(iter_graphs(model.graph), iter_graphs(types.graph)):
+        known = {vi.name for vi in mine.value_info}
+        mine.value_info.extend(vi for vi in theirs.value_info if vi.name not in known)
+    return model
