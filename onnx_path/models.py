@@ -34,8 +34,10 @@ def calibrate_batchnorm(model: torch.nn.Module, example: torch.Tensor, *, seed: 
     model.eval()
 
 
-def _check_input_shape(spec: str, model: torch.nn.Module, example: torch.Tensor) -> None:
-    """ValueError naming the shape and the model's complaint when `model` cannot take `example` (rank, channels)."""
+def _check_input_shape(spec: str, model: torch.nn.Module, example: torch.Tensor,
+                       min_size: tuple[int, int] | None = None) -> None:
+    """ValueError naming the shape and the model's complaint when `model` cannot take `example` (rank, channels,
+    size); with the model's smallest input size `min_size` (H, W), the --input-shape to use when the size is below."""
     shape = "x".join(str(d) for d in example.shape) or "() (a scalar)"
     # Both model kinds are image networks: a 3-D input would pass Conv2d as an unbatched image, with its
     # channels read as the batch axis that the export makes dynamic.
@@ -44,9 +46,28 @@ def _check_input_shape(spec: str, model: torch.nn.Module, example: torch.Tensor)
     try:
         with torch.no_grad(), flush_denormals():
             model.eval()(example)
-    except RuntimeError as exc:
+    except Exception as exc:  # noqa: BLE001 - RuntimeError from a conv, AssertionError from torch._assert (ViT), ...
         why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(f"input shape {shape} does not fit {spec}: {why}") from None
+        hint = ""
+        if min_size is not None and tuple(example.shape[2:]) != tuple(min_size):
+            n, c = example.shape[:2]
+            hint = f" (its smallest input is {min_size[0]}x{min_size[1]}: --input-shape {n}x{c}x{min_size[0]}x{min_size[1]})"
+        raise ValueError(f"input shape {shape} does not fit {spec}: {why}{hint}") from None
+
+
+def _torchvision_builder(spec: str, name: str):
+    """(builder, smallest input (H, W) or None) of a torchvision classification model; ValueError naming the spec
+    for anything else (a class, a helper function, a detection or video model, which take other inputs)."""
+    import torchvision
+
+    # list_models(module=torchvision.models): the registered builders of image classifiers, not the module's classes
+    # or helpers, and not the detection/segmentation/video models of its submodules.
+    if name.lower() not in torchvision.models.list_models(module=torchvision.models):
+        raise ValueError(f"{spec} is not a torchvision classification model builder (choose one of "
+                         "torchvision.models.list_models(module=torchvision.models), e.g. torchvision:efficientnet_b0)")
+    weights = list(torchvision.models.get_model_weights(name))
+    min_size = weights[0].meta.get("min_size") if weights else None
+    return torchvision.models.get_model_builder(name), min_size
 
 
 def _example(shape: tuple[int, ...], generator: torch.Generator | None = None) -> torch.Tensor:
@@ -71,16 +92,11 @@ def build_model(spec: str, *, seed: int = 0, input_shape: tuple[int, ...] | None
         _check_input_shape(spec, model, example)
         return model, example
     if spec.startswith("torchvision:"):
-        import torchvision
-
-        name = spec.split(":", 1)[1]
-        factory = getattr(torchvision.models, name, None)
-        if factory is None or not callable(factory):
-            raise ValueError(f"unknown torchvision model {name!r}")
+        factory, min_size = _torchvision_builder(spec, spec.split(":", 1)[1])
         torch.manual_seed(seed)
         model = factory(weights=None)
         example = _example(input_shape or (1, 3, 64, 64), torch.Generator().manual_seed(seed))
-        _check_input_shape(spec, model, example)  # before calibration, which would fail the same way
+        _check_input_shape(spec, model, example, min_size)  # before calibration, which would fail the same way
         calibrate_batchnorm(model, example, seed=seed)
         return model.eval(), example
     raise ValueError(f"unknown model {spec!r}; choose seed-net or torchvision:<name> "
