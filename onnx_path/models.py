@@ -51,7 +51,8 @@ def _check_input_shape(spec: str, model: torch.nn.Module, example: torch.Tensor,
         hint = ""
         if min_size is not None and tuple(example.shape[2:]) != tuple(min_size):
             n, c = example.shape[:2]
-            hint = f" (its smallest input is {min_size[0]}x{min_size[1]}: --input-shape {n}x{c}x{min_size[0]}x{min_size[1]})"
+            h, w = min_size
+            hint = f" (its smallest input is {h}x{w}: --input-shape {n}x{c}x{h}x{w})"
         raise ValueError(f"input shape {shape} does not fit {spec}: {why}{hint}") from None
 
 

@@ -60,8 +60,12 @@ def test_an_executor_that_lacks_an_op(tmp_path, capsys):
 
 
 def test_a_batch_too_large_to_allocate(tmp_path, capsys):
-    path = save(reshape_model(), tmp_path / "r.onnx")
-    assert main(["check", path, "--reference", path, "--batch", str(10 ** 13)]) == EXIT_USAGE
+    # The largest --batch the parser takes (onnx_path.cli_args.MAX_SIZE) times 2**20 floats: 8 PiB, on no machine.
+    graph = h.make_graph([h.make_node("Identity", ["x"], ["y"])], "g",
+                         [h.make_tensor_value_info("x", T.FLOAT, ["batch", 1024, 1024])],
+                         [h.make_tensor_value_info("y", T.FLOAT, ["batch", 1024, 1024])])
+    path = save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), tmp_path / "wide.onnx")
+    assert main(["check", path, "--reference", path, "--batch", str(2**31 - 1)]) == EXIT_USAGE
     line = one_error_line(capsys, "check")
     assert "allocate" in line and "--batch" in line, line
 
