@@ -93,7 +93,7 @@ def _plugin_row(flavour: str, path: str, result: dict) -> Row:
 
 
 def _probe(path: str, modules: tuple[str, ...]) -> dict:
-    # A fresh process with TensorRT and the plugin but no torch, as a user's TensorRT process (torchtrt_swish/_probe.py).
+    # A fresh process with TensorRT and the plugin but no torch, as a user's TensorRT process (see _probe.py).
     waited_for = f"import {' or '.join(modules)}" + ("" if path == "import" else f" and {LOADING_PATHS[path]}")
     try:
         return run_child(probe_argv(path, modules), timeout=IMPORT_TIMEOUT_S, waited_for=waited_for)
@@ -182,7 +182,8 @@ def _package_row() -> tuple[Row, bool]:
     try:
         import torchtrt_swish
     except Exception as exc:  # noqa: BLE001 - torch of another minor version, _C missing or broken, torch broken
-        return Row("environment", "torchtrt_swish", FAIL, f"{own}; does not import: {' '.join(str(exc).split())}"), False
+        why = " ".join(str(exc).split())
+        return Row("environment", "torchtrt_swish", FAIL, f"{own}; does not import: {why}"), False
     return Row("environment", "torchtrt_swish", PASS, f"{own}; extension {Path(torchtrt_swish._C.__file__).name} "
                                                       f"loaded from {Path(torchtrt_swish.__file__).parent}"), True
 
