@@ -20,9 +20,8 @@ from onnx import helper as h
 from onnx import numpy_helper as nh
 from onnx.external_data_helper import uses_external_data
 
-from onnx_path import external_data
 from onnx_path.cli import EXIT_OK, EXIT_USAGE, main
-from onnx_path.common import model_tensors, save_model
+from onnx_path.common import save_model
 from onnx_path.surgery import run_surgery
 
 
@@ -49,6 +48,13 @@ def ext_model(tmp_path) -> Path:
 
 def files(folder: Path) -> set[str]:
     return {p.name for p in folder.iterdir()}
+
+
+def model_tensors(model: onnx.ModelProto):
+    """Initializers of every graph, and Constant values (this file's models keep weights nowhere else)."""
+    from onnx.external_data_helper import _get_all_tensors
+
+    return _get_all_tensors(model)
 
 
 def test_fuse_writes_the_weights_beside_the_model_named_after_it(ext_model, tmp_path, capsys):
@@ -121,6 +127,8 @@ def test_an_interrupted_write_leaves_the_old_files_and_no_temporary_one(ext_mode
 
 def test_save_model_leaves_the_callers_tensors_as_they_were(tmp_path, monkeypatch):
     # A model too large for one file (the limit lowered to this one's size) goes to external data.
+    from onnx_path import external_data
+
     model = matmul_swish(256, 128)
     monkeypatch.setattr(external_data, "INLINE_LIMIT", 1000)
     snapshot = model.SerializeToString()
@@ -142,6 +150,8 @@ def test_surgery_reads_external_weights_only_for_the_bias_it_folds(ext_model):
 
 
 def test_shape_inference_of_a_model_over_the_limit_goes_by_path(monkeypatch):
+    from onnx_path import external_data
+
     calls = []
     real = onnx.shape_inference.infer_shapes_path
     monkeypatch.setattr(onnx.shape_inference, "infer_shapes_path", lambda *a, **k: calls.append(a) or real(*a, **k))
