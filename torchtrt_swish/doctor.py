@@ -287,7 +287,8 @@ def op_rows(gpu: bool, package: bool = True) -> list[Row]:
     for device, name in (("cpu", "CPU kernel"), ("cuda", "CUDA kernel")):
         if not package:
             rows.append(Row("op", name, SKIPPED, "torchtrt_swish does not import (its row says why)"))
-        elif device == "cuda" and not gpu:
+            continue
+        if device == "cuda" and not gpu:
             rows.append(Row("op", name, SKIPPED, "no CUDA GPU visible"))
             continue
         try:
