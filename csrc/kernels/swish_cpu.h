@@ -147,40 +147,51 @@ inline Acc laneSum(T const* p, int64_t len)
     return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
-//! Task t of the plan: partial[(rowBlock * segs + seg) * channels + c] for the channels of its tile.
-template <typename T, typename Acc, typename Unique>
-void biasGradTask(T const* g, BiasGradPlan const& p, int64_t t, Acc* partial)
+//! What task t of the plan covers: rows [o0, o1), channels [c0, c1), inner elements [k0, k0 + len); its sums go to
+//! partial row `row` (row block * segs + segment).
+struct BiasGradTaskRange
+{
+    int64_t o0, o1, c0, c1, k0, len, row;
+};
+
+inline BiasGradTaskRange biasGradTaskRange(BiasGradPlan const& p, int64_t t)
 {
     int64_t const ct = t % p.chanTiles;
     int64_t const rs = t / p.chanTiles; // row block * segs + segment
     int64_t const sg = rs % p.segs;
     int64_t const rb = rs / p.segs;
     int64_t const c0 = ct * p.chansPerTile;
-    int64_t const c1 = std::min(p.channels, c0 + p.chansPerTile);
     int64_t const o0 = rb * p.rowsPerBlock;
-    int64_t const o1 = std::min(p.outer, o0 + p.rowsPerBlock);
     int64_t const k0 = sg * p.segLen;
-    int64_t const len = std::min(p.inner, k0 + p.segLen) - k0;
-    Acc* acc = partial + rs * p.channels;
-    for (int64_t c = c0; c < c1; ++c)
+    return BiasGradTaskRange{o0, std::min(p.outer, o0 + p.rowsPerBlock), c0, std::min(p.channels, c0 + p.chansPerTile),
+        k0, std::min(p.inner, k0 + p.segLen) - k0, rs};
+}
+
+//! Task t of the plan: partial[row * channels + c] for the channels of its tile (biasGradTaskRange).
+template <typename T, typename Acc, typename Unique>
+void biasGradTask(T const* g, BiasGradPlan const& p, int64_t t, Acc* partial)
+{
+    BiasGradTaskRange const r = biasGradTaskRange(p, t);
+    Acc* acc = partial + r.row * p.channels;
+    for (int64_t c = r.c0; c < r.c1; ++c)
     {
         acc[c] = Acc(0);
     }
-    for (int64_t o = o0; o < o1; ++o)
+    for (int64_t o = r.o0; o < r.o1; ++o)
     {
         T const* row = g + o * p.channels * p.inner;
         if (p.inner == 1)
         {
-            for (int64_t c = c0; c < c1; ++c)
+            for (int64_t c = r.c0; c < r.c1; ++c)
             {
                 acc[c] += static_cast<Acc>(row[c]);
             }
         }
         else
         {
-            for (int64_t c = c0; c < c1; ++c)
+            for (int64_t c = r.c0; c < r.c1; ++c)
             {
-                acc[c] += laneSum<T, Acc, Unique>(row + c * p.inner + k0, len);
+                acc[c] += laneSum<T, Acc, Unique>(row + c * p.inner + r.k0, r.len);
             }
         }
     }

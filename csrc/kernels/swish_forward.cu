@@ -1,5 +1,6 @@
 // The forward launcher launchSwishForward (swish_kernel.h): bias lookup modes, the forward kernel and its dispatch.
 // No torch, no TensorRT: the torch extension and the TensorRT plugin both link this object.
+#include "swish_forward_plan.h"
 #include "swish_math.cuh"
 
 #include <type_traits>
@@ -9,41 +10,7 @@ namespace {
 
 using namespace detail;
 
-// fp16/bf16 tensors of at most this many 16-byte packs (2^20 elements) go through the one-pack kernel with 8-byte
-// packs instead: twice the threads, each with half the math ahead of its store, which shortens a launch that cannot
-// fill the chip. fp32 has half the elements per byte and lost at every size with narrow packs.
-constexpr int64_t kFWD_HALF_NARROW_PACKS = int64_t{1} << 17;
-
-enum class Mode : int
-{
-    kSCALAR,      // one bias value
-    kFULL,        // bias[i]
-    kLAST_VEC,    // bias[i % C], C a multiple of the pack width: one 16-byte bias load per pack
-    kLAST_FIXED,  // as kLAST_VEC with C / width dividing the block size: bias loaded once per thread
-    kUNIFORM_VEC, // bias[(i / inner) % C], inner a multiple of the pack width: one bias value per pack
-    kSPAN2,       // bias[(i / inner) % C], inner >= the pack width: a pack spans at most two channels
-    kPERIODIC     // bias[(i / inner) % C], anything else: per-element lookup
-};
-
-// Forward launch shapes: one pack per thread in 256-thread blocks up to onePackLimit packs (the most threads, hence
-// the most loads in flight, for a tensor that cannot fill the chip), two packs per thread in 128-thread blocks above,
-// which streamed faster at 2^28 elements than four packs in 256-thread blocks. The limit is 2^18 packs; moving it to
-// 2^20 (x and y then within the H200's L2) cost 4-16 % on fp32 2^21-2^22, fp16 2^23 per-channel and [128,1152,7,7]
-// fp16 (tools/ab_launch_shapes.sh). Only the bf16 kSPAN2 kernel gained from it: with two packs per thread it holds
-// 48 registers (fp16: 39), and NCHW [64,256,14,14] ran 5.04 -> 4.50 us with one (neutral on [128,1152,7,7]).
-template <typename T, Mode kMODE>
-constexpr int64_t onePackLimit()
-{
-    return std::is_same<T, __nv_bfloat16>::value && kMODE == Mode::kSPAN2 ? int64_t{1} << 20 : int64_t{1} << 18;
-}
-
-struct FwdParams
-{
-    BiasSpec spec;
-    FastDiv byPacksPerRow; // kLAST_VEC: C / kVEC;  kUNIFORM_VEC: inner / kVEC;  kSPAN2: inner
-    FastDiv byChannels;    // kUNIFORM_VEC, kSPAN2: C
-    int64_t offset;        // flat index of element 0 (scalar tail launches)
-};
+using Mode = FwdMode;
 
 // Bias for kVEC consecutive elements starting at flat index i (pack index p when vectorized).
 template <typename T, int kVEC, Mode kMODE>
@@ -63,8 +30,7 @@ __device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalar
         int64_t j = i;
         if constexpr (kMODE == Mode::kLAST_VEC)
         {
-            uint64_t const q = prm.byPacksPerRow.div(static_cast<uint64_t>(p));
-            j = (p - static_cast<int64_t>(q * prm.byPacksPerRow.d)) * kVEC;
+            j = fwdLastVecBias(prm, p, kVEC);
         }
         if constexpr (kVEC > 1)
         {
@@ -85,9 +51,7 @@ __device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalar
     }
     else if constexpr (kMODE == Mode::kUNIFORM_VEC)
     {
-        uint64_t const q = prm.byPacksPerRow.div(static_cast<uint64_t>(p));
-        uint64_t const c = q - prm.byChannels.div(q) * prm.byChannels.d;
-        float const b = Cvt<T>::toF(__ldg(bias + c));
+        float const b = Cvt<T>::toF(__ldg(bias + fwdUniformBias(prm, p)));
 #pragma unroll
         for (int k = 0; k < kVEC; ++k)
         {
@@ -99,35 +63,23 @@ __device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalar
         // NCHW-like planes whose length is not a multiple of the pack (7x7, 14x14 in fp16): the pack's first
         // `split` elements take channel c, the rest the next one. Both loads hit L1 after the first pack of a
         // plane; the select costs less than the 64-bit divisions of the per-element lookup.
-        uint64_t const q = prm.byPacksPerRow.div(static_cast<uint64_t>(i));
-        int64_t const split = prm.spec.inner - (i - static_cast<int64_t>(q * prm.byPacksPerRow.d));
-        uint64_t const c = q - prm.byChannels.div(q) * prm.byChannels.d;
-        uint64_t const c1 = c + 1 == prm.byChannels.d ? 0 : c + 1;
-        float const b0 = Cvt<T>::toF(__ldg(bias + c));
-        float const b1 = Cvt<T>::toF(__ldg(bias + c1));
+        FwdSpan const sp = fwdSpan2Bias(prm, i);
+        float const b0 = Cvt<T>::toF(__ldg(bias + sp.c));
+        float const b1 = Cvt<T>::toF(__ldg(bias + sp.c1));
 #pragma unroll
         for (int k = 0; k < kVEC; ++k)
         {
-            out[k] = k < split ? b0 : b1;
+            out[k] = k < sp.split ? b0 : b1;
         }
     }
     else
     {
-        int64_t q = i / prm.spec.inner;
-        int64_t r = i - q * prm.spec.inner;
-        int64_t c = q % prm.spec.channels;
+        FwdRun run = fwdPeriodicStart(prm, i);
 #pragma unroll
         for (int k = 0; k < kVEC; ++k)
         {
-            out[k] = Cvt<T>::toF(__ldg(bias + c));
-            if (++r == prm.spec.inner)
-            {
-                r = 0;
-                if (++c == prm.spec.channels)
-                {
-                    c = 0;
-                }
-            }
+            out[k] = Cvt<T>::toF(__ldg(bias + run.c));
+            fwdPeriodicNext(prm, run);
         }
     }
 }
@@ -167,12 +119,11 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     T* __restrict__ y, int64_t nPacks, FwdParams prm)
 {
     using P = Pack<T, kVEC>;
-    int64_t const base = static_cast<int64_t>(blockIdx.x) * (kT * kPPT) + threadIdx.x;
     P in[kPPT];
 #pragma unroll
     for (int u = 0; u < kPPT; ++u)
     {
-        int64_t const p = base + static_cast<int64_t>(u) * kT;
+        int64_t const p = fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT);
         if constexpr (kPPT == 1)
         {
             // Unguarded (a thread past the end reads the last pack and exits before its store), so that ptxas
@@ -194,7 +145,7 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     float fixedBias[kVEC] = {};
     if constexpr (kMODE == Mode::kLAST_FIXED)
     {
-        uint32_t const c = threadIdx.x & static_cast<uint32_t>(prm.byPacksPerRow.d - 1);
+        uint32_t const c = fwdFixedBiasPack(prm, threadIdx.x);
         Pack<T, kVEC> b;
         if constexpr (sizeof(b) == sizeof(uint4))
         {
@@ -216,7 +167,7 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
 #pragma unroll
     for (int u = 0; u < kPPT; ++u)
     {
-        int64_t const p = base + static_cast<int64_t>(u) * kT;
+        int64_t const p = fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT);
         if (p < nPacks)
         {
             reinterpret_cast<P*>(y)[p] = swishPack<T, kVEC, kMODE>(in[u], bias, scalarBias, fixedBias, p, prm);
@@ -224,111 +175,94 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     }
 }
 
-template <typename T, int kVEC, Mode kMODE>
-cudaError_t launchFwd(T const* x, T const* bias, T* y, int64_t nPacks, FwdParams const& prm, cudaStream_t stream)
+// The element-wise kernels (tail and misaligned launches): only the modes that have them (fwdHasScalarKernel).
+template <typename T, Mode kMODE>
+cudaError_t launchScalar(FwdLaunch const& l, T const* xs, T const* bias, T* ys, cudaStream_t stream)
 {
-    if constexpr (sizeof(T) == 2 && kVEC == 8 && (kMODE == Mode::kSCALAR || kMODE == Mode::kLAST_FIXED))
+    if constexpr (fwdHasScalarKernel(kMODE))
     {
-        if (nPacks <= kFWD_HALF_NARROW_PACKS)
+        if (l.vec == 1 && l.ppt == 1)
         {
-            // Same elements as 8-byte packs; for kLAST_FIXED a row then has twice the packs, which still divides
-            // the 256-thread block (the caller checked that C / 8 divides 128).
-            FwdParams narrow = prm;
-            narrow.byPacksPerRow = FastDiv::make(2 * static_cast<int64_t>(prm.byPacksPerRow.d));
-            swishForwardKernel<T, kVEC / 2, kMODE, kTHREADS, 1>
-                <<<gridBlocks((2 * nPacks + kTHREADS - 1) / kTHREADS), kTHREADS, 0, stream>>>(
-                    x, bias, y, 2 * nPacks, narrow);
+            swishForwardKernel<T, 1, kMODE, kTHREADS, 1><<<l.grid, kTHREADS, 0, stream>>>(xs, bias, ys, l.nPacks, l.prm);
+            return cudaSuccess;
+        }
+        if (l.vec == 1 && l.ppt == 2)
+        {
+            swishForwardKernel<T, 1, kMODE, kTHREADS / 2, 2><<<l.grid, kTHREADS / 2, 0, stream>>>(xs, bias, ys,
+                l.nPacks, l.prm);
             return cudaSuccess;
         }
     }
-    unsigned const grid = gridBlocks((nPacks + kTHREADS - 1) / kTHREADS); // both shapes: 256 packs per block
-    if (grid == 0)
+    return cudaErrorInvalidValue;
+}
+
+// One launch of the plan, its pack width and shape instantiated only where the plan can ask for them.
+template <typename T, Mode kMODE>
+cudaError_t launchMode(FwdLaunch const& l, T const* x, T const* bias, T* y, cudaStream_t stream)
+{
+    constexpr int kV = 16 / sizeof(T);
+    T const* const xs = x + l.prm.offset;
+    T* const ys = y + l.prm.offset;
+    if (l.vec == kV && l.ppt == 1)
     {
-        return cudaErrorInvalidConfiguration;
+        swishForwardKernel<T, kV, kMODE, kTHREADS, 1><<<l.grid, kTHREADS, 0, stream>>>(xs, bias, ys, l.nPacks, l.prm);
     }
-    if (nPacks <= onePackLimit<T, kMODE>())
+    else if (l.vec == kV && l.ppt == 2)
     {
-        swishForwardKernel<T, kVEC, kMODE, kTHREADS, 1><<<grid, kTHREADS, 0, stream>>>(x, bias, y, nPacks, prm);
+        swishForwardKernel<T, kV, kMODE, kTHREADS / 2, 2><<<l.grid, kTHREADS / 2, 0, stream>>>(xs, bias, ys, l.nPacks,
+            l.prm);
+    }
+    else if constexpr (sizeof(T) == 2 && (kMODE == Mode::kSCALAR || kMODE == Mode::kLAST_FIXED))
+    {
+        if (l.vec != kV / 2 || l.ppt != 1)
+        {
+            return launchScalar<T, kMODE>(l, xs, bias, ys, stream);
+        }
+        swishForwardKernel<T, kV / 2, kMODE, kTHREADS, 1><<<l.grid, kTHREADS, 0, stream>>>(xs, bias, ys, l.nPacks,
+            l.prm);
     }
     else
     {
-        swishForwardKernel<T, kVEC, kMODE, kTHREADS / 2, 2><<<grid, kTHREADS / 2, 0, stream>>>(x, bias, y, nPacks, prm);
-    }
-    return cudaSuccess;
-}
-
-// Vector body over the 16-byte-aligned head, then a scalar launch for the tail (or for everything when a
-// pointer is misaligned, e.g. an offset view).
-template <typename T, Mode kVEC_MODE, Mode kTAIL_MODE>
-cudaError_t forwardMode(T const* x, T const* bias, T* y, int64_t n, FwdParams prm, bool vecOk, cudaStream_t stream)
-{
-    constexpr int kVEC = 16 / sizeof(T);
-    int64_t const head = vecOk ? (n / kVEC) * kVEC : 0;
-    if (head > 0)
-    {
-        cudaError_t const e = launchFwd<T, kVEC, kVEC_MODE>(x, bias, y, head / kVEC, prm, stream);
-        if (e != cudaSuccess)
-        {
-            return e;
-        }
-    }
-    if (n > head)
-    {
-        prm.offset = head;
-        // bias stays unshifted: biasFor indexes it with the absolute element index offset + p.
-        return launchFwd<T, 1, kTAIL_MODE>(x + head, bias, y + head, n - head, prm, stream);
+        return launchScalar<T, kMODE>(l, xs, bias, ys, stream);
     }
     return cudaSuccess;
 }
 
 template <typename T>
-cudaError_t forward(void const* x, void const* bias, void* y, int64_t n, BiasSpec spec, cudaStream_t stream)
+cudaError_t launchOne(FwdLaunch const& l, T const* x, T const* bias, T* y, cudaStream_t stream)
 {
-    constexpr int kVEC = 16 / sizeof(T);
-    auto const* xt = static_cast<T const*>(x);
-    auto const* bt = static_cast<T const*>(bias);
-    auto* yt = static_cast<T*>(y);
-    FwdParams prm{spec, FastDiv{}, FastDiv{}, 0};
-    bool const io = aligned16(x) && aligned16(y);
-    cudaError_t e = cudaSuccess;
-    if (spec.channels == 1)
+    if (l.grid == 0)
     {
-        e = forwardMode<T, Mode::kSCALAR, Mode::kSCALAR>(xt, bt, yt, n, prm, io, stream);
+        return cudaErrorInvalidConfiguration;
     }
-    else if (spec.inner == 1 && spec.channels == n)
+    switch (l.mode)
     {
-        e = forwardMode<T, Mode::kFULL, Mode::kFULL>(xt, bt, yt, n, prm, io && aligned16(bias), stream);
+    case Mode::kSCALAR: return launchMode<T, Mode::kSCALAR>(l, x, bias, y, stream);
+    case Mode::kFULL: return launchMode<T, Mode::kFULL>(l, x, bias, y, stream);
+    case Mode::kLAST_VEC: return launchMode<T, Mode::kLAST_VEC>(l, x, bias, y, stream);
+    case Mode::kLAST_FIXED: return launchMode<T, Mode::kLAST_FIXED>(l, x, bias, y, stream);
+    case Mode::kUNIFORM_VEC: return launchMode<T, Mode::kUNIFORM_VEC>(l, x, bias, y, stream);
+    case Mode::kSPAN2: return launchMode<T, Mode::kSPAN2>(l, x, bias, y, stream);
+    case Mode::kPERIODIC: return launchMode<T, Mode::kPERIODIC>(l, x, bias, y, stream);
     }
-    else if (spec.inner == 1 && spec.channels % kVEC == 0 && io && aligned16(bias))
+    return cudaErrorInvalidValue;
+}
+
+template <typename T>
+cudaError_t forward(DType dtype, void const* x, void const* bias, void* y, int64_t n, BiasSpec spec,
+    cudaStream_t stream)
+{
+    FwdPlan const plan = planForward(dtype, n, spec, aligned16(x) && aligned16(y), aligned16(bias));
+    for (int k = 0; k < plan.count; ++k)
     {
-        prm.byPacksPerRow = FastDiv::make(spec.channels / kVEC);
-        if ((kTHREADS / 2) % (spec.channels / kVEC) == 0)
+        cudaError_t const e = launchOne<T>(plan.launch[k], static_cast<T const*>(x), static_cast<T const*>(bias),
+            static_cast<T*>(y), stream);
+        if (e != cudaSuccess)
         {
-            // Both forward block sizes (128, 256) are multiples of the channel-pack count: fixed bias per thread.
-            e = forwardMode<T, Mode::kLAST_FIXED, Mode::kPERIODIC>(xt, bt, yt, n, prm, true, stream);
-        }
-        else
-        {
-            e = forwardMode<T, Mode::kLAST_VEC, Mode::kPERIODIC>(xt, bt, yt, n, prm, true, stream);
+            return e;
         }
     }
-    else if (spec.inner % kVEC == 0 && io)
-    {
-        prm.byPacksPerRow = FastDiv::make(spec.inner / kVEC);
-        prm.byChannels = FastDiv::make(spec.channels);
-        e = forwardMode<T, Mode::kUNIFORM_VEC, Mode::kPERIODIC>(xt, bt, yt, n, prm, true, stream);
-    }
-    else if (spec.inner >= kVEC && io)
-    {
-        prm.byPacksPerRow = FastDiv::make(spec.inner);
-        prm.byChannels = FastDiv::make(spec.channels);
-        e = forwardMode<T, Mode::kSPAN2, Mode::kPERIODIC>(xt, bt, yt, n, prm, true, stream);
-    }
-    else
-    {
-        e = forwardMode<T, Mode::kPERIODIC, Mode::kPERIODIC>(xt, bt, yt, n, prm, io, stream);
-    }
-    return e != cudaSuccess ? e : cudaGetLastError();
+    return cudaGetLastError();
 }
 
 } // namespace
@@ -346,9 +280,9 @@ cudaError_t launchSwishForward(DType dtype, void const* x, void const* bias, voi
     }
     switch (dtype)
     {
-    case DType::kFLOAT32: return forward<float>(x, bias, y, n, spec, stream);
-    case DType::kFLOAT16: return forward<__half>(x, bias, y, n, spec, stream);
-    case DType::kBFLOAT16: return forward<__nv_bfloat16>(x, bias, y, n, spec, stream);
+    case DType::kFLOAT32: return forward<float>(dtype, x, bias, y, n, spec, stream);
+    case DType::kFLOAT16: return forward<__half>(dtype, x, bias, y, n, spec, stream);
+    case DType::kBFLOAT16: return forward<__nv_bfloat16>(dtype, x, bias, y, n, spec, stream);
     }
     return cudaErrorInvalidValue;
 }

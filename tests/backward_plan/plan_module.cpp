@@ -2,6 +2,7 @@
 // so tests/test_backward_plan.py can check which plan a shape gets without a GPU. Built by setup.py into
 // build/native with a plain C++ compiler (no CUDA include path) and never installed.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <algorithm>
 #include <stdexcept>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "kernels/swish_backward_plan.h"
+#include "kernels/swish_forward_plan.h"
 #include "proof.h"
 
 namespace py = pybind11;
@@ -207,6 +209,64 @@ PYBIND11_MODULE(_backward_plan, m)
             return result;
         },
         py::arg("cases"), "Walks each case's fused backward plan (fused_proof.cpp): [(family, first broken rule)].");
+    m.def(
+        "prove_forward",
+        [](py::list cases)
+        {
+            // cases: (dtype, n, channels, inner, io_aligned, bias_aligned); per case the first broken rule or "".
+            std::vector<std::tuple<DType, int64_t, BiasSpec, bool, bool>> in;
+            for (py::handle h : cases)
+            {
+                auto t = h.cast<py::tuple>();
+                in.emplace_back(dtypeFromName(t[0].cast<std::string>()), t[1].cast<int64_t>(),
+                    BiasSpec{t[2].cast<int64_t>(), t[3].cast<int64_t>()}, t[4].cast<bool>(), t[5].cast<bool>());
+            }
+            std::vector<std::string> out(in.size());
+            {
+                py::gil_scoped_release release;
+                for (size_t i = 0; i < in.size(); ++i)
+                {
+                    auto const& [dt, n, spec, io, ba] = in[i];
+                    out[i] = proof::proveForward(dt, n, spec, io, ba);
+                }
+            }
+            return out;
+        },
+        py::arg("cases"), "Walks each case's forward plan (forward_proof.cpp): [first broken rule or ''].");
+    m.def(
+        "forward_plan",
+        [](std::string const& dtype, int64_t n, int64_t channels, int64_t inner, bool io, bool biasAligned)
+        {
+            FwdPlan const plan = planForward(dtypeFromName(dtype), n, BiasSpec{channels, inner}, io, biasAligned);
+            py::list launches;
+            for (int k = 0; k < plan.count; ++k)
+            {
+                FwdLaunch const& l = plan.launch[k];
+                py::dict d;
+                d["mode"] = static_cast<int>(l.mode);
+                d["vec"] = l.vec;
+                d["ppt"] = l.ppt;
+                d["packs"] = l.nPacks;
+                d["offset"] = l.prm.offset;
+                launches.append(d);
+            }
+            return launches;
+        },
+        py::arg("dtype"), py::arg("n"), py::arg("channels"), py::arg("inner"), py::arg("io") = true,
+        py::arg("bias_aligned") = true, "planForward's launches as dicts (mode as FwdMode's value).");
+    m.def(
+        "prove_bias_runs",
+        [](int64_t n, int64_t channels, int64_t inner, std::vector<int64_t> const& cuts) {
+            return proof::proveBiasRuns(n, BiasSpec{channels, inner}, cuts);
+        },
+        py::arg("n"), py::arg("channels"), py::arg("inner"), py::arg("cuts"),
+        "The CPU forward's bias runs over chunks cut at `cuts` (cpu_proof.cpp): the first broken rule or ''.");
+    m.def(
+        "prove_bias_grad", [](int64_t outer, int64_t channels, int64_t inner) {
+            return proof::proveBiasGrad(outer, channels, inner);
+        },
+        py::arg("outer"), py::arg("channels"), py::arg("inner"),
+        "The CPU bias gradient's task grid (cpu_proof.cpp): the first broken rule or ''.");
     m.def(
         "fast_div32", [](int64_t divisor, uint32_t n) { return FastDiv::make(divisor).div32(n); },
         py::arg("divisor"), py::arg("n"), "FastDiv::make(divisor).div32(n), the planes kernel's plane index.");

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/swish_backward_plan.h"
 
@@ -25,6 +26,15 @@ struct Report
 
 //! Walks every block and thread of the fused backward's plan for this layout (fused_proof.cpp); "" when it holds.
 std::string proveFused(DType dtype, int64_t n, BiasSpec spec, bool aligned, int sms, detail::FusedPlan* plan);
+
+//! Walks every launch of the forward's plan (forward_proof.cpp); "" when it holds.
+std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool biasAligned);
+
+//! forEachBiasRun over the chunks [0, cuts[0]), [cuts[0], cuts[1]), ..., [cuts.back(), n) (cpu_proof.cpp).
+std::string proveBiasRuns(int64_t n, BiasSpec spec, std::vector<int64_t> const& cuts);
+
+//! The bias-gradient task grid of [outer, channels, inner] (cpu_proof.cpp).
+std::string proveBiasGrad(int64_t outer, int64_t channels, int64_t inner);
 
 } // namespace proof
 } // namespace torchtrt_swish

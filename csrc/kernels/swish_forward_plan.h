@@ -1,0 +1,208 @@
+// The forward's plan (swish_forward.cu): which bias lookup, pack width and launch shape each part of a tensor gets,
+// and the index math of the kernel (which packs a thread writes, which bias elements each pack reads). Plain C++,
+// host and device: the kernel calls these functions and tests/backward_plan walks them on the CPU.
+#pragma once
+
+#include <cstdint>
+
+#include "bias_layout.h"
+#include "launch_common.h"
+
+namespace torchtrt_swish {
+namespace detail {
+
+//! How the forward finds the bias of a pack.
+enum class FwdMode : int
+{
+    kSCALAR,      // one bias value
+    kFULL,        // bias[i]
+    kLAST_VEC,    // bias[i % C], C a multiple of the pack width: one 16-byte bias load per pack
+    kLAST_FIXED,  // as kLAST_VEC with C / width dividing the block size: bias loaded once per thread
+    kUNIFORM_VEC, // bias[(i / inner) % C], inner a multiple of the pack width: one bias value per pack
+    kSPAN2,       // bias[(i / inner) % C], inner >= the pack width: a pack spans at most two channels
+    kPERIODIC     // bias[(i / inner) % C], anything else: per-element lookup
+};
+
+//! What the kernel needs besides the pointers.
+struct FwdParams
+{
+    BiasSpec spec;
+    FastDiv byPacksPerRow; // kLAST_VEC, kLAST_FIXED: C / vec;  kUNIFORM_VEC: inner / vec;  kSPAN2: inner
+    FastDiv byChannels;    // kUNIFORM_VEC, kSPAN2: C
+    int64_t offset;        // flat index of the launch's element 0 (tail launches)
+};
+
+//! One launch: packs [0, nPacks) of vec elements from element `offset` (prm.offset), threads x ppt packs a block.
+struct FwdLaunch
+{
+    FwdMode mode;
+    int vec;
+    int threads;
+    int ppt;
+    int64_t nPacks;
+    unsigned grid; // 0: more blocks than a grid holds
+    FwdParams prm;
+};
+
+//! The vectorized body and the element-wise tail (or everything, misaligned): one or two launches.
+struct FwdPlan
+{
+    int count{0};
+    FwdLaunch launch[2]{};
+};
+
+// fp16/bf16 tensors of at most this many 16-byte packs (2^20 elements) with a scalar or fixed bias take 8-byte packs
+// instead: twice the threads, each with half the math ahead of its store, for a launch that cannot fill the chip.
+constexpr int64_t kFWD_HALF_NARROW_PACKS = int64_t{1} << 17;
+
+//! Packs up to which a launch runs one pack per thread in 256-thread blocks (the most loads in flight for a tensor
+//! that cannot fill the chip); above, two packs per thread in 128-thread blocks. bf16 kSPAN2 keeps one pack per
+//! thread longer (its two-pack kernel holds more registers).
+inline int64_t fwdOnePackLimit(DType dtype, FwdMode mode)
+{
+    return dtype == DType::kBFLOAT16 && mode == FwdMode::kSPAN2 ? int64_t{1} << 20 : int64_t{1} << 18;
+}
+
+//! Whether a mode has an element-wise (pack width 1) kernel: the tail and misaligned launches use only these.
+constexpr bool fwdHasScalarKernel(FwdMode m)
+{
+    return m == FwdMode::kSCALAR || m == FwdMode::kFULL || m == FwdMode::kPERIODIC;
+}
+
+inline FwdLaunch fwdLaunch(DType dtype, FwdMode mode, int vec, int64_t nPacks, FwdParams prm)
+{
+    int const vw = dtype == DType::kFLOAT32 ? 4 : 8;
+    if (vw == 8 && vec == 8 && (mode == FwdMode::kSCALAR || mode == FwdMode::kLAST_FIXED)
+        && nPacks <= kFWD_HALF_NARROW_PACKS)
+    {
+        // Same elements as 8-byte packs; for kLAST_FIXED a row then has twice the packs, which still divides the
+        // 256-thread block (planForward checked that C / 8 divides 128).
+        prm.byPacksPerRow = FastDiv::make(2 * static_cast<int64_t>(prm.byPacksPerRow.d));
+        return FwdLaunch{mode, 4, kTHREADS, 1, 2 * nPacks, gridBlocks((2 * nPacks + kTHREADS - 1) / kTHREADS), prm};
+    }
+    bool const one = nPacks <= fwdOnePackLimit(dtype, mode);
+    // Both shapes cover kTHREADS packs a block.
+    return FwdLaunch{mode, vec, one ? kTHREADS : kTHREADS / 2, one ? 1 : 2, nPacks,
+        gridBlocks((nPacks + kTHREADS - 1) / kTHREADS), prm};
+}
+
+//! The plan for n > 0 elements. io: x and y start on 16 bytes; biasAligned: bias does.
+inline FwdPlan planForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool biasAligned)
+{
+    int const vw = dtype == DType::kFLOAT32 ? 4 : 8;
+    FwdParams prm{spec, FastDiv{}, FastDiv{}, 0};
+    FwdMode body = FwdMode::kPERIODIC;
+    FwdMode tail = FwdMode::kPERIODIC;
+    bool vecOk = io;
+    if (spec.channels == 1)
+    {
+        body = tail = FwdMode::kSCALAR;
+    }
+    else if (spec.inner == 1 && spec.channels == n)
+    {
+        body = tail = FwdMode::kFULL;
+        vecOk = io && biasAligned;
+    }
+    else if (spec.inner == 1 && spec.channels % vw == 0 && io && biasAligned)
+    {
+        prm.byPacksPerRow = FastDiv::make(spec.channels / vw);
+        // Both forward block sizes (128, 256) multiples of the channel-pack count: a fixed bias per thread.
+        body = (kTHREADS / 2) % (spec.channels / vw) == 0 ? FwdMode::kLAST_FIXED : FwdMode::kLAST_VEC;
+    }
+    else if (spec.inner % vw == 0 && io)
+    {
+        prm.byPacksPerRow = FastDiv::make(spec.inner / vw);
+        prm.byChannels = FastDiv::make(spec.channels);
+        body = FwdMode::kUNIFORM_VEC;
+    }
+    else if (spec.inner >= vw && io)
+    {
+        prm.byPacksPerRow = FastDiv::make(spec.inner);
+        prm.byChannels = FastDiv::make(spec.channels);
+        body = FwdMode::kSPAN2;
+    }
+    FwdPlan plan;
+    int64_t const head = vecOk ? (n / vw) * vw : 0;
+    if (head > 0)
+    {
+        plan.launch[plan.count++] = fwdLaunch(dtype, body, vw, head / vw, prm);
+    }
+    if (n > head)
+    {
+        prm.offset = head; // the bias stays unshifted: lookups take the absolute element index
+        plan.launch[plan.count++] = fwdLaunch(dtype, tail, 1, n - head, prm);
+    }
+    return plan;
+}
+
+// ------------------------------------------------------------------------------------------- the kernel's indices
+
+//! Pack u of thread t of block b in a launch of `threads` x `ppt` packs a block.
+TORCHTRT_SWISH_HOST_DEVICE int64_t fwdPack(uint32_t b, uint32_t t, int u, int threads, int ppt)
+{
+    return static_cast<int64_t>(b) * (threads * ppt) + t + static_cast<int64_t>(u) * threads;
+}
+
+//! kLAST_VEC: the bias element of pack p's first element (its vec elements follow).
+TORCHTRT_SWISH_HOST_DEVICE int64_t fwdLastVecBias(FwdParams const& prm, int64_t p, int vec)
+{
+    uint64_t const q = prm.byPacksPerRow.div(static_cast<uint64_t>(p));
+    return (p - static_cast<int64_t>(q * prm.byPacksPerRow.d)) * vec;
+}
+
+//! kLAST_FIXED: the bias pack of thread t (the channel-pack count is a power of two dividing the block: a mask).
+TORCHTRT_SWISH_HOST_DEVICE uint32_t fwdFixedBiasPack(FwdParams const& prm, uint32_t t)
+{
+    return t & static_cast<uint32_t>(prm.byPacksPerRow.d - 1);
+}
+
+//! kUNIFORM_VEC: the one bias element of pack p.
+TORCHTRT_SWISH_HOST_DEVICE uint64_t fwdUniformBias(FwdParams const& prm, int64_t p)
+{
+    uint64_t const q = prm.byPacksPerRow.div(static_cast<uint64_t>(p));
+    return q - prm.byChannels.div(q) * prm.byChannels.d;
+}
+
+//! kSPAN2: the pack at element i takes bias c for its first `split` elements, c1 (the next channel) after.
+struct FwdSpan
+{
+    uint64_t c;
+    uint64_t c1;
+    int64_t split;
+};
+
+TORCHTRT_SWISH_HOST_DEVICE FwdSpan fwdSpan2Bias(FwdParams const& prm, int64_t i)
+{
+    uint64_t const q = prm.byPacksPerRow.div(static_cast<uint64_t>(i));
+    int64_t const split = prm.spec.inner - (i - static_cast<int64_t>(q * prm.byPacksPerRow.d));
+    uint64_t const c = q - prm.byChannels.div(q) * prm.byChannels.d;
+    return FwdSpan{c, c + 1 == prm.byChannels.d ? 0 : c + 1, split};
+}
+
+//! kPERIODIC: the bias element of element i, and where it is in its run (then fwdPeriodicNext per element).
+struct FwdRun
+{
+    int64_t r;
+    int64_t c;
+};
+
+TORCHTRT_SWISH_HOST_DEVICE FwdRun fwdPeriodicStart(FwdParams const& prm, int64_t i)
+{
+    int64_t const q = i / prm.spec.inner;
+    return FwdRun{i - q * prm.spec.inner, q % prm.spec.channels};
+}
+
+TORCHTRT_SWISH_HOST_DEVICE void fwdPeriodicNext(FwdParams const& prm, FwdRun& run)
+{
+    if (++run.r == prm.spec.inner)
+    {
+        run.r = 0;
+        if (++run.c == prm.spec.channels)
+        {
+            run.c = 0;
+        }
+    }
+}
+
+} // namespace detail
+} // namespace torchtrt_swish

@@ -1,0 +1,141 @@
+// The forward's launches walked on the CPU (csrc/kernels/swish_forward_plan.h): every block, thread and pack of each
+// launch of the plan, through the functions the kernel calls. Checks that x and y are read and written inside
+// their buffers, every y element exactly once, that each element reads bias element (i / inner) % C and every bias
+// load (16-byte packs included) stays inside the bias and on its alignment, that each launch has a kernel of its
+// pack width and shape, and that grids fit.
+#include "proof.h"
+
+#include <vector>
+
+#include "kernels/swish_forward_plan.h"
+
+namespace torchtrt_swish {
+namespace proof {
+
+using namespace detail;
+
+namespace {
+
+// The bias element of element k of pack p (first element i) in a launch, as the kernel's lookup for its mode.
+int64_t biasIndex(FwdLaunch const& l, int64_t i, int64_t p, int k, uint32_t t, Report& r)
+{
+    FwdParams const& prm = l.prm;
+    switch (l.mode)
+    {
+    case FwdMode::kSCALAR: return 0;
+    case FwdMode::kFULL: return i + k;
+    case FwdMode::kLAST_VEC:
+    {
+        int64_t const j = fwdLastVecBias(prm, p, l.vec);
+        if (j % l.vec != 0 || j + l.vec > prm.spec.channels)
+        {
+            r.fail("kLAST_VEC bias pack at " + std::to_string(j) + " of " + std::to_string(prm.spec.channels));
+        }
+        return j + k;
+    }
+    case FwdMode::kLAST_FIXED:
+    {
+        int64_t const c = fwdFixedBiasPack(prm, t);
+        if ((c + 1) * l.vec > prm.spec.channels)
+        {
+            r.fail("kLAST_FIXED bias pack " + std::to_string(c) + " past " + std::to_string(prm.spec.channels));
+        }
+        return c * l.vec + k;
+    }
+    case FwdMode::kUNIFORM_VEC: return static_cast<int64_t>(fwdUniformBias(prm, p));
+    case FwdMode::kSPAN2:
+    {
+        FwdSpan const sp = fwdSpan2Bias(prm, i);
+        if (sp.split < 1 || static_cast<int64_t>(sp.c1) >= prm.spec.channels)
+        {
+            r.fail("kSPAN2 split " + std::to_string(sp.split) + ", next channel " + std::to_string(sp.c1));
+        }
+        return static_cast<int64_t>(k < sp.split ? sp.c : sp.c1);
+    }
+    case FwdMode::kPERIODIC:
+    {
+        FwdRun run = fwdPeriodicStart(prm, i);
+        for (int e = 0; e < k; ++e)
+        {
+            fwdPeriodicNext(prm, run);
+        }
+        return run.c;
+    }
+    }
+    r.fail("unknown mode");
+    return -1;
+}
+
+} // namespace
+
+std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool biasAligned)
+{
+    Report r;
+    FwdPlan const plan = planForward(dtype, n, spec, io, biasAligned);
+    int const vw = dtype == DType::kFLOAT32 ? 4 : 8;
+    std::vector<uint8_t> written(static_cast<size_t>(n), 0);
+    int64_t const biasLen = spec.channels; // a full bias has n elements: channels == n
+    for (int li = 0; li < plan.count && r.ok(); ++li)
+    {
+        FwdLaunch const& l = plan.launch[li];
+        bool const kernel = (l.vec == vw && (l.ppt == 1 || l.ppt == 2) && l.threads == kTHREADS / l.ppt)
+            || (l.vec == 1 && fwdHasScalarKernel(l.mode) && l.threads == kTHREADS / l.ppt)
+            || (vw == 8 && l.vec == 4 && l.ppt == 1 && (l.mode == FwdMode::kSCALAR || l.mode == FwdMode::kLAST_FIXED));
+        if (!kernel || (l.vec > 1 && (!io || l.prm.offset % l.vec != 0)))
+        {
+            return "launch " + std::to_string(li) + ": mode " + std::to_string(static_cast<int>(l.mode)) + ", pack "
+                + std::to_string(l.vec) + ", " + std::to_string(l.ppt) + " per thread: no such kernel";
+        }
+        if ((l.mode == FwdMode::kFULL || l.mode == FwdMode::kLAST_VEC || l.mode == FwdMode::kLAST_FIXED)
+            && l.vec > 1 && !biasAligned)
+        {
+            return "vector bias loads from a misaligned bias";
+        }
+        if (l.grid < 1 || l.nPacks < 1 || static_cast<int64_t>(l.grid) * l.threads * l.ppt < l.nPacks)
+        {
+            return "launch " + std::to_string(li) + ": grid of " + std::to_string(l.grid) + " for "
+                + std::to_string(l.nPacks) + " packs";
+        }
+        for (uint32_t b = 0; b < l.grid && r.ok(); ++b)
+        {
+            for (uint32_t t = 0; t < static_cast<uint32_t>(l.threads) && r.ok(); ++t)
+            {
+                for (int u = 0; u < l.ppt; ++u)
+                {
+                    int64_t const p = fwdPack(b, t, u, l.threads, l.ppt);
+                    if (p >= l.nPacks)
+                    {
+                        continue;
+                    }
+                    int64_t const i = l.prm.offset + p * l.vec;
+                    for (int k = 0; k < l.vec && r.ok(); ++k)
+                    {
+                        int64_t const e = i + k;
+                        if (e < 0 || e >= n || written[static_cast<size_t>(e)]++)
+                        {
+                            return "y[" + std::to_string(e) + "] written twice or outside y";
+                        }
+                        int64_t const got = biasIndex(l, i, p, k, t, r);
+                        int64_t const want = (e / spec.inner) % spec.channels;
+                        if (r.ok() && (got != want || got < 0 || got >= biasLen))
+                        {
+                            return "y[" + std::to_string(e) + "] takes bias[" + std::to_string(got) + "], wants bias["
+                                + std::to_string(want) + "] (mode " + std::to_string(static_cast<int>(l.mode)) + ")";
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (int64_t e = 0; e < n && r.ok(); ++e)
+    {
+        if (written[static_cast<size_t>(e)] != 1)
+        {
+            r.fail("y[" + std::to_string(e) + "] never written");
+        }
+    }
+    return r.first;
+}
+
+} // namespace proof
+} // namespace torchtrt_swish

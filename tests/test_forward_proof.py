@@ -1,0 +1,92 @@
+"""The forward's launches proven over its decision space on the CPU (tests/backward_plan/forward_proof.cpp).
+
+Every bias lookup mode (scalar, full, last-dim vector and fixed, uniform packs, two-channel packs, per element), both
+launch shapes, the 8-byte packs of small fp16/bf16 tensors and the element-wise tail: every C up to 1100, plane sizes
+1-80 and powers of two +-1, rows into the thousands, every dtype, x/y and bias aligned or not, and the sizes at the
+switch points (2^17 and 2^18 packs, 2^20 for bf16 two-channel packs).
+"""
+from __future__ import annotations
+
+import random
+
+from test_backward_plan import PACK, bp  # noqa: F401  (the _backward_plan module fixture)
+from test_backward_proof import plane_sizes
+
+MODES = {0: "scalar", 1: "full", 2: "last_vec", 3: "last_fixed", 4: "uniform_vec", 5: "span2", 6: "periodic"}
+BUDGET_ELEMS = 400_000_000
+
+
+def _prove(bp_module, raw, complete=False):
+    """Walks each distinct plan of raw (dtype, n, channels, inner, io, bias_aligned) cases, smallest first within
+    BUDGET_ELEMS (complete: every one of them); returns the (mode, vectorized) pairs reached and the count."""
+    seen, cases, total, left_out = set(), [], 0, []
+    for c in sorted(set(raw), key=lambda c: c[1]):
+        plan = bp_module.forward_plan(*c)
+        key = (PACK[c[0]], c[1:], tuple(tuple(sorted(l.items())) for l in plan))
+        if key in seen:
+            continue
+        if total + c[1] > BUDGET_ELEMS:
+            left_out.append(c)
+            continue
+        seen.add(key)
+        cases.append(c)
+        total += c[1]
+    results = bp_module.prove_forward(cases)
+    broken = [(c, why) for c, why in zip(cases, results) if why]
+    assert not broken, f"{len(broken)} of {len(cases)} plans break a rule, first: {broken[:5]}"
+    assert not (complete and left_out), f"the budget leaves out {len(left_out)} cases, first {left_out[:3]}"
+    modes = {(MODES[l["mode"]], l["vec"] > 1) for c in cases for l in bp_module.forward_plan(*c)}
+    return modes, len(cases)
+
+
+def _flags():
+    for d in PACK:
+        for io in (True, False):
+            for ba in (True, False):
+                yield d, io, ba
+
+
+def test_every_channel_count_and_plane_size(bp):
+    raw = []
+    for channels in range(1, 1101):
+        for rows in (1, 3, 64):
+            for d, io, ba in _flags():
+                raw.append((d, rows * channels, channels, 1, io, ba))
+        raw.append(("float16", channels, channels, 1, True, True))  # full bias
+    for inner in plane_sizes():
+        for channels in (1, 2, 3, 7, 64, 130):
+            for outer in (1, 2, 5):
+                if outer * channels * inner <= 1 << 21:
+                    for d, io, ba in _flags():
+                        raw.append((d, outer * channels * inner, channels, inner, io, ba))
+    rng = random.Random(33)
+    for _ in range(200):
+        d = rng.choice(list(PACK))
+        channels, inner = rng.randint(1, 1100), rng.choice((1, rng.randint(1, 80)))
+        outer = rng.randint(1, 3000)
+        if outer * channels * inner <= 1 << 22:
+            raw.append((d, outer * channels * inner, channels, inner, rng.random() < 0.8, rng.random() < 0.8))
+    modes, count = _prove(bp, raw)
+    assert {m for m, _ in modes} == set(MODES.values()), modes
+    assert count > 5000, count
+
+
+def test_switch_points_of_the_launch_shapes(bp):
+    """Both sides of the narrow-pack limit (2^17 packs), the one-pack limit (2^18, bf16 two-channel 2^20) and the
+    scalar tail."""
+    raw = []
+    for d, vw in PACK.items():
+        for packs in (1 << 17, 1 << 18) + ((1 << 20,) if d == "bfloat16" else ()):
+            for delta in (-1, 0, 1):
+                n = (packs + delta) * vw
+                raw += [(d, n, 1, 1, True, True), (d, n + 3, 1, 1, True, True), (d, n, 64, 1, True, True),
+                        (d, n, 8 * vw, 1, True, True)]
+                raw += [(d, n - n % (4 * 49), 4, 49, True, True), (d, n - n % (2 * 16), 2, 16, True, True)]
+        # a fixed bias per thread (C / pack a power of two) in both launch shapes: C / pack up to 256
+        for k in range(9):
+            channels = vw * 2 ** k
+            for packs in ((1 << 18) - 1, (1 << 18) + 1):
+                rows = -(-packs * vw // channels)
+                raw.append((d, rows * channels, channels, 1, True, True))
+    modes, _ = _prove(bp, raw, complete=True)
+    assert ("scalar", True) in modes and ("span2", True) in modes
