@@ -481,6 +481,30 @@ def test_rejects_bias_that_does_not_broadcast_or_changes_shape(device, xs, bs):
         torchtrt_swish.swish(x, b)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("xs,bs", [((4, 3), (5,)), ((3,), (2, 3)), ((2, 3, 4), (3, 3)), ((3,), (1, 1)),
+                                   ((4, 3), (4, 1, 1))])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_backward_op_rejects_bias_that_does_not_broadcast(device, xs, bs, channels_last):
+    """The public swish_backward refuses what the forward refuses, on every device and in eager and fake mode alike
+    (it returned a dbias summed from the wrong elements, or zeros, on the CPU and raised length_error on CUDA)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    if channels_last:
+        xs = (2, 3, 4, 5)
+        bs = (4, 1, 1) if len(bs) == 3 else (3, 1, 1, 1)
+    x = torch.ones(xs, device=device)
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+    b = torch.ones(bs, device=device)
+    message = r"swish_backward: expected bias broadcastable to x without changing x's shape, got bias \["
+    with pytest.raises(RuntimeError, match=message):
+        torch.ops.torchtrt_swish.swish_backward(torch.ones_like(x), x, b)
+    with FakeTensorMode():
+        with pytest.raises(RuntimeError, match=message):
+            torch.ops.torchtrt_swish.swish_backward(torch.ones(xs), torch.ones(xs), torch.ones(bs))
+
+
 @pytest.mark.parametrize("xs,bs", [((4, 3), (2,)), ((5,), (2, 5))])
 def test_fake_kernel_rejects_the_same_inputs(xs, bs):
     from torch._subclasses.fake_tensor import FakeTensorMode

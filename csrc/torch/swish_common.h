@@ -73,6 +73,9 @@ inline at::Tensor kernelView(at::Tensor const& t, int64_t xRank, at::MemoryForma
 //! on every call).
 inline std::vector<int64_t> kernelSizes(at::IntArrayRef sizes, int64_t xRank, at::MemoryFormat fmt)
 {
+    // Callers checked the broadcast (checkBroadcast): a longer shape would make a vector of negative size.
+    TORCH_INTERNAL_ASSERT(static_cast<int64_t>(sizes.size()) <= xRank, "kernelSizes: rank ", sizes.size(),
+        " over x's rank ", xRank);
     std::vector<int64_t> padded(static_cast<size_t>(xRank - static_cast<int64_t>(sizes.size())), 1);
     padded.insert(padded.end(), sizes.begin(), sizes.end());
     if (fmt == at::MemoryFormat::Contiguous)
@@ -166,14 +169,22 @@ inline BiasClass classify(at::Tensor const& x, at::Tensor const& bias)
     return classify(x.sizes(), bias.sizes());
 }
 
+//! bias's layout against x; refuses, for the forward and the backward alike, a bias that does not broadcast to x
+//! without changing its shape.
+inline BiasClass checkBroadcast(at::Tensor const& x, at::Tensor const& bias, char const* what)
+{
+    BiasClass checked = classify(x, bias);
+    TORCH_CHECK(checked.broadcastable, what, ": expected bias broadcastable to x without changing x's shape, got bias ",
+        dims(bias.sizes()), " for x ", dims(x.sizes()), ": ", checked.why);
+    return checked;
+}
+
 //! Validate (x, bias) and return x dense in keptFormat(x) plus a bias and spec in x's memory order; materializes
 //! non-periodic bias shapes.
 inline Prepared prepare(at::Tensor const& x, at::Tensor const& bias, bool allowDouble)
 {
     checkDtypes(x, bias, allowDouble, "swish");
-    BiasClass const checked = classify(x, bias);
-    TORCH_CHECK(checked.broadcastable, "swish: expected bias broadcastable to x without changing x's shape, got bias ",
-        dims(bias.sizes()), " for x ", dims(x.sizes()), ": ", checked.why);
+    BiasClass const checked = checkBroadcast(x, bias, "swish");
     Prepared p;
     p.format = keptFormat(x);
     p.x = x.contiguous(p.format);
@@ -215,6 +226,7 @@ inline void checkBackward(at::Tensor const& grad, at::Tensor const& x, at::Tenso
         grad.device().str());
     TORCH_CHECK(grad.sizes() == x.sizes(), "swish_backward: expected grad of shape ", dims(x.sizes()), ", got ",
         dims(grad.sizes()));
+    checkBroadcast(x, bias, "swish_backward");
 }
 
 } // namespace torchtrt_swish
