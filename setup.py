@@ -314,6 +314,14 @@ def _harness_targets(lines: list[str], trt_flags: list[str], base_cflags: list[s
         lines.append(f"build {_esc(fake_lib)}: link_cxx {_esc(fake_obj)}")
         lines.append("  ldflags = -Wl,-soname,libnvinfer.so.10 -ldl")
         targets.append(fake_lib)
+    # A stand-in libcuda.so.1 whose stream query fails (the plugin's stream-context error path).
+    cuda_src = harness_dir / "fake_cuda" / "fake_cuda.cpp"
+    if cuda_src.exists():
+        (cuda_obj,) = _objects(lines, "cxx", [cuda_src], "fake_cuda", trt_flags)
+        cuda_lib = BUILD / "fake_cuda" / "libcuda.so.1"
+        lines.append(f"build {_esc(cuda_lib)}: link_cxx {_esc(cuda_obj)}")
+        lines.append("  ldflags = -Wl,-soname,libcuda.so.1")
+        targets.append(cuda_lib)
     return targets
 
 

@@ -64,9 +64,10 @@ StreamContextScope::StreamContextScope(cudaStream_t stream) noexcept
     // cudaStreamGetDevice then). A capture was begun by the caller on the stream's device, which is TensorRT's
     // contract for enqueueV3 anyway, so there is nothing to switch.
     CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (cu.streamIsCapturing(s, &capture) != CUDA_SUCCESS || capture != CU_STREAM_CAPTURE_STATUS_NONE)
+    mError = cu.streamIsCapturing(s, &capture);
+    if (mError != CUDA_SUCCESS || capture != CU_STREAM_CAPTURE_STATUS_NONE)
     {
-        return;
+        return; // a failed query is the first error, kept for error(): a later launch failure would hide its cause
     }
     CUcontext streamCtx = nullptr;
     CUcontext current = nullptr;

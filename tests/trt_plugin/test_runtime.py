@@ -3,6 +3,7 @@ the serialization round trip, and enqueue's error paths (including the CUDA erro
 """
 from __future__ import annotations
 
+from pathlib import Path
 
 import pytest
 
@@ -180,3 +181,33 @@ def test_enqueue_without_a_gpu_returns_an_error_and_logs_cuda_text(h, creator, l
     assert p.enqueue(ins, outs, [4096, 4096], [8192]) != 0  # never dereferenced: the launch itself fails
     errs = errors(logs)
     assert len(errs) == 1 and "cudaError" in errs[0], errs
+
+
+def test_enqueue_reports_the_first_driver_error():
+    """A failing cuStreamIsCapturing is the error enqueue reports (a stand-in libcuda answers 906), not a later
+    launch failure that would hide its cause. In a process of its own: the plugin looks libcuda up once."""
+    import subprocess
+    import sys
+
+    from trt_plugin.harness import BUILD_DIR, HARNESS_FILE, PLUGIN_PATH
+
+    fake = BUILD_DIR / "fake_cuda" / "libcuda.so.1"
+    if PLUGIN_PATH is None or not HARNESS_FILE.exists() or not fake.exists():
+        pytest.skip(f"needs the plugin, the harness and the stand-in libcuda built in {BUILD_DIR}")
+    code = f"""
+import ctypes, sys
+ctypes.CDLL({str(fake)!r}, mode=ctypes.RTLD_GLOBAL)
+sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+from trt_plugin.harness import load_module_from, descs
+h = load_module_from(__import__("pathlib").Path({str(HARNESS_FILE)!r}), "_trt_harness")
+lib = h.Library({str(PLUGIN_PATH)!r})
+(creator,) = lib.creators()
+p = creator.create("swish", None, "runtime")
+ins, outs = descs(h, "float32", [4], [1])
+assert p.on_shape_change(ins, outs) == 0
+print("rc", p.enqueue(ins, outs, [256, 512], [768], stream=0x5000))
+print([m for s, m in h.take_logs() if s in ("error", "internal_error")])
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "rc 1" in proc.stdout and "CUresult 906" in proc.stdout, proc.stdout
