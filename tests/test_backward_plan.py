@@ -489,18 +489,18 @@ BOUNDARY_RUNS = [
 @pytest.mark.parametrize("dtype, shape, bshape, plan", BOUNDARY_RUNS,
                          ids=[f"{d}-{'x'.join(map(str, s))}" for d, s, _, _ in BOUNDARY_RUNS])
 def test_boundary_shapes_compute_the_same_on_both_sides_cuda(bp, dtype, shape, bshape, plan):
-    """Each side of a switch gets the plan named (on the H200's 132 SMs) and computes dx and dbias right: dx and
-    dbias against fp64 autograd, and dbias exactly the integer sum for small-integer gradients."""
+    """Each side of a switch gets the rules' plan for this GPU's SM count (on the H200's 132 SMs, the plan named) and
+    computes dx and dbias right: dx and dbias against fp64 autograd, and dbias exactly the integer sum for
+    small-integer gradients. tests/test_kernels_property_gpu.py derives the switch points of any GPU."""
     import torch
 
     from test_ops import _assert_backward_close
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    if sms != H200_SMS:
-        pytest.skip(f"the boundary shapes are placed for the H200's {H200_SMS} SMs; this GPU has {sms}")
     channels, inner = bshape[0], math.prod(shape[2:])
-    got = bp.plan(dtype, math.prod(shape), channels, inner)
-    assert (got["kind"], got.get("planes", {}).get("shape"), got["sum_slices"]) == plan, got
+    got = check_plan(bp, dtype, math.prod(shape), channels, inner, sms=sms)
+    if sms == H200_SMS:
+        assert (got["kind"], got.get("planes", {}).get("shape"), got["sum_slices"]) == plan, got
     tdtype = getattr(torch, dtype)
     gen = torch.Generator().manual_seed(7)
     x = (torch.randn(shape, generator=gen, dtype=torch.float64) * 4).to("cuda", tdtype)

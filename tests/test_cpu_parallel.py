@@ -204,15 +204,24 @@ def _capabilities() -> list[str]:
     return ["default"] + (["avx2", "avx512"] if x86 else [])
 
 
+# ATen's name for each level, as torch.backends.cpu.get_cpu_capability() reports it ("NO AVX" in some releases).
+_ATEN_NAMES = {"default": ("DEFAULT", "NO AVX"), "avx2": ("AVX2",), "avx512": ("AVX512",)}
+
+
 @pytest.mark.parametrize("capability", _capabilities())
 def test_each_instruction_set_copy_matches_the_reference(capability):
-    """Under ATEN_CPU_CAPABILITY=<set> (the op follows ATen's choice), test_ops' CPU value tests pass."""
+    """Under ATEN_CPU_CAPABILITY=<set> (the op follows ATen's choice) the op runs that set's copy, which
+    torchtrt_swish._C.cpu_kernels() names, and test_ops' CPU value tests pass with it."""
     env = dict(os.environ, ATEN_CPU_CAPABILITY=capability, PYTHONPATH=str(ROOT))
-    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    got = probe.stdout.strip()
-    if got.lower() != capability:
-        pytest.skip(f"this CPU does not run {capability} (ATen picks {got})")
+    probe = subprocess.run(
+        [sys.executable, "-c", "import torch, torchtrt_swish; from torchtrt_swish import _C; "
+                               "print(torch.backends.cpu.get_cpu_capability()); print(_C.cpu_kernels())"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    aten, ours = probe.stdout.split("\n")[:2]
+    if aten not in _ATEN_NAMES[capability]:
+        pytest.skip(f"this CPU does not run {capability} (ATen picks {aten})")
+    assert ours == _ATEN_NAMES[capability][0], (capability, aten, ours)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_ops.py", "-k",
            "cpu and (forward_matches or backward_matches or special_values or nan_propagates)"]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

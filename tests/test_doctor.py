@@ -235,6 +235,19 @@ def test_op_rows_skip_cuda_without_a_gpu_and_report_failures(monkeypatch):
     assert doctor.op_rows(gpu=False)[0] == Row("op", "CPU kernel", FAIL, "float16, full bias: boom")
 
 
+@pytest.mark.cuda
+def test_the_cuda_rows_check_this_gpus_plans():
+    """On a GPU the op rows include the plans of its SM count: every switch-point family checked and right."""
+    import torch
+
+    rows = doctor.op_rows(gpu=True)
+    plans = [r for r in rows if r.check == "CUDA plans"]
+    assert len(plans) == 1 and plans[0].status == PASS, rows
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert f"({sms} SMs)" in plans[0].detail
+    assert int(plans[0].detail.split()[0]) >= 12, plans[0].detail  # at least two shapes per plan family
+
+
 # ---------------------------------------------------------------------------------------------- the children
 
 

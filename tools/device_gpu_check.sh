@@ -21,6 +21,9 @@
 #            Each step under a timeout (the tables share what is left of ISSUE24_BUDGET=550 s since the build
 #            began), so a slow one costs rows (the CSV is rewritten after each), not the call.
 #            SANITIZE_BESIDE=1: compute-sanitizer memcheck and racecheck of tools/sanitize_op.py beside them too.
+#   issue30: the `cuda` suite beside compute-sanitizer memcheck (PYTORCH_NO_CUDA_MEMORY_CACHING=1) and racecheck over
+#            the planner's switch points for this GPU and random layouts (tools/sanitize_op.py --switch-points), then
+#            the layout table (LAYOUT_ARGS).
 #   hostops: tools/host_ops.py per ';'-separated argument set in HOST_OPS (after issue24, so alone on the GPU).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -111,6 +114,29 @@ if [[ $steps == *issue15* ]]; then
     wait
     cat "$OUT"/sanitize_*.tmp > "$OUT/sanitize.log"; rm -f "$OUT"/sanitize_*.tmp
     layouts_bench 170
+fi
+if [[ $steps == *issue30* ]]; then
+    # Issue 30 in one call: the `cuda` suite (its property test included) beside compute-sanitizer memcheck, with
+    # the caching allocator off (it keeps small tensors inside one block, where a write past one goes unseen), and
+    # racecheck over this GPU's planner switch points and random layouts; then the layout table alone on the GPU.
+    xdist=$(python3 -c 'import xdist' 2>/dev/null && echo "-n 4")
+    t30=$(date +%s)
+    ( PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout -k 5 ${SANITIZE_TIMEOUT:-330} compute-sanitizer --tool memcheck \
+          --error-exitcode 3 python3 tools/sanitize_op.py --switch-points --random ${SANITIZE_RANDOM:-150} \
+          > "$OUT/sanitize_memcheck.log" 2>&1
+      echo "sanitizer memcheck (caching off, switch points + random): exit $? :: $(grep -E "ERROR SUMMARY|sanitize_op:" "$OUT/sanitize_memcheck.log" | tr '\n' ' ') at $(( $(date +%s) - t30 )) s" ) &
+    ( timeout -k 5 ${SANITIZE_TIMEOUT:-330} compute-sanitizer --tool racecheck --error-exitcode 3 \
+          python3 tools/sanitize_op.py --switch-points --max-elems $((1 << 19)) --random ${RACECHECK_RANDOM:-20} \
+          > "$OUT/sanitize_racecheck.log" 2>&1
+      echo "sanitizer racecheck (switch points + random): exit $? :: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|sanitize_op:" "$OUT/sanitize_racecheck.log" | tr '\n' ' ') at $(( $(date +%s) - t30 )) s" ) &
+    TORCHTRT_SWISH_PROPERTY_SECONDS=${PROPERTY_SECONDS:-60} timeout 340 python3 -m pytest -q -p no:cacheprovider -m cuda -rs \
+        $xdist ${TESTS:-tests} > "$OUT/pytest_cuda.log" 2>&1
+    prc=$?
+    tail -15 "$OUT/pytest_cuda.log"
+    echo "pytest -m cuda: exit $prc at $(( $(date +%s) - t30 )) s"
+    [ $prc -eq 0 ] || rc=1
+    wait
+    [ -n "${NO_LAYOUTS:-}" ] || layouts_bench ${LAYOUT_SECONDS:-150}
 fi
 if [[ $steps == *layouts* ]]; then
     layouts_bench 230

@@ -4,7 +4,12 @@ a partial last tile), every forward launch shape (8-byte packs for small fp16/bf
 and large kernels), and the network layouts of tests/test_kernels_layouts.py (each block shape of the planes
 backward, the forward's two-channel packs, a partial matrix tall enough for the two-stage column sums).
 
-Usage: compute-sanitizer --tool memcheck python3 tools/sanitize_op.py [--layouts-only]
+--switch-points: instead, the planner's switch points for this GPU's SM count (torchtrt_swish.switch_points), aligned
+and misaligned, plus --random N seeded random layouts of tests/test_kernels_property_gpu.py. Run memcheck with
+PYTORCH_NO_CUDA_MEMORY_CACHING=1: the caching allocator keeps small tensors inside one block, where a write past
+one of them goes unseen.
+
+Usage: compute-sanitizer --tool memcheck python3 tools/sanitize_op.py [--layouts-only | --switch-points [--random N]]
 """
 from __future__ import annotations
 
@@ -35,11 +40,40 @@ def layout_cases(dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return cases
 
 
+def switch_point_run(random_cases: int, max_elems: int) -> int:
+    """Forward and backward of every switch-point case (aligned and misaligned) and of random layouts."""
+    import random
+
+    from test_kernels_property_gpu import _random_case
+    from torchtrt_swish import switch_points
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    cases = switch_points.switch_point_cases(sms, max_elems)
+    wrong = [why for i, c in enumerate(cases) for m in (False, True)
+             if (why := switch_points.check_case(c, "cuda", seed=i, misaligned=m))]
+    rng = random.Random(3030)
+    for _ in range(random_cases):
+        x, b, g, _ = _random_case(rng)
+        torch.ops.torchtrt_swish.swish_backward(g, x, b)
+        torchtrt_swish.swish(x, b)
+    torch.cuda.synchronize()
+    print(f"sanitize_op: {2 * len(cases)} switch-point cases on {sms} SMs ({len(wrong)} wrong), "
+          f"{random_cases} random layouts ran")
+    for why in wrong[:5]:
+        print("  wrong:", why)
+    return 1 if wrong else 0
+
+
 def main() -> int:
     """Run forward and backward on every case; exit non-zero on a CUDA error."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layouts-only", action="store_true", help="only the network layouts (the planes backward)")
+    ap.add_argument("--switch-points", action="store_true", help="this GPU's planner switch points instead")
+    ap.add_argument("--random", type=int, default=0, metavar="N", help="with --switch-points: N random layouts too")
+    ap.add_argument("--max-elems", type=int, default=1 << 21, help="largest switch-point case (elements)")
     args = ap.parse_args()
+    if args.switch_points:
+        return switch_point_run(args.random, args.max_elems)
     count = 0
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
         cases = layout_cases(dtype)

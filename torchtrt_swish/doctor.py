@@ -295,7 +295,22 @@ def op_rows(gpu: bool, package: bool = True) -> list[Row]:
             rows.append(Row("op", name, PASS, op_parity(device)))
         except CheckFailed as exc:
             rows.append(Row("op", name, FAIL, str(exc)))
+        if device == "cuda":
+            rows.append(plan_row())
     return rows
+
+
+def plan_row(budget_s: float = 5.0) -> Row:
+    """The CUDA kernels' plans for this GPU: forward + backward at the backward planner's switch points for its SM
+    count (torchtrt_swish.switch_points), so a GPU unlike ours verifies the plans it gets."""
+    from .switch_points import check_switch_points
+
+    sms, checked, failures = check_switch_points("cuda", budget_s=budget_s)
+    if failures:
+        return Row("op", "CUDA plans", FAIL, f"{len(failures)} of {checked} switch-point shapes wrong on this GPU "
+                                             f"({sms} SMs), first: {failures[0]}")
+    return Row("op", "CUDA plans", PASS, f"{checked} shapes at the fused backward's switch points for this GPU "
+                                         f"({sms} SMs): forward and backward against float64, dbias exact")
 
 
 # ------------------------------------------------------------------------------------------------- engines

@@ -156,7 +156,9 @@ void biasGrad(
 
 } // namespace
 
-Kernels const kKernels{&forward, &backward, &biasGrad};
+#define TORCHTRT_SWISH_STR2(x) #x
+#define TORCHTRT_SWISH_STR(x) TORCHTRT_SWISH_STR2(x)
+Kernels const kKernels{TORCHTRT_SWISH_STR(CPU_CAPABILITY), &forward, &backward, &biasGrad};
 
 } // namespace CPU_CAPABILITY
 } // namespace cpu_vec

@@ -16,6 +16,8 @@ namespace cpu_vec {
 //! caller may cut a tensor anywhere (threads' chunks); an element's result does not depend on where it was cut.
 struct Kernels
 {
+    //! The instruction set's name as ATen's CPU_CAPABILITY spells it ("DEFAULT", "AVX2", "AVX512").
+    char const* name;
     //! y[i] = x[i] / (1 + exp(-x[i])) + bias[(i / inner) % channels], computed in fp32 (fp64) and rounded once.
     void (*forward)(
         c10::ScalarType dtype, void const* x, void const* bias, void* y, int64_t begin, int64_t end, BiasSpec spec);

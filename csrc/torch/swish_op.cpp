@@ -6,8 +6,10 @@
 #include <Python.h>
 #include <torch/library.h>
 
+#include <string>
 #include <vector>
 
+#include "kernels/swish_backward_plan.h"
 #include "kernels/swish_cpu.h"
 #include "swish_common.h"
 #include "swish_cpu_vec.h"
@@ -21,12 +23,13 @@ constexpr int64_t kGRAIN = 32768;
 constexpr int64_t kMIN_RUN = 256;
 
 //! The elementwise kernels for the instruction set ATen itself uses on this machine (ATEN_CPU_CAPABILITY
-//! included), chosen once.
+//! included), chosen once. ATen names its baseline "DEFAULT" or, in some releases, "NO AVX"; a name this build has no
+//! copy for (a newer instruction set) gets the baseline copy and a warning that names it.
 cpu_vec::Kernels const& cpuKernels()
 {
     static cpu_vec::Kernels const& kernels = []() -> cpu_vec::Kernels const& {
-#ifdef TORCHTRT_SWISH_CPU_X86
         std::string const cap = at::get_cpu_capability();
+#ifdef TORCHTRT_SWISH_CPU_X86
         if (cap == "AVX512")
         {
             return cpu_vec::AVX512::kKernels;
@@ -34,6 +37,11 @@ cpu_vec::Kernels const& cpuKernels()
         if (cap == "AVX2")
         {
             return cpu_vec::AVX2::kKernels;
+        }
+        if (cap != "DEFAULT" && cap != "NO AVX")
+        {
+            TORCH_WARN_ONCE("torchtrt_swish: no CPU kernels built for ATen's instruction set '", cap,
+                "': using the baseline (DEFAULT) copy");
         }
 #endif
         return cpu_vec::DEFAULT::kKernels;
@@ -150,9 +158,85 @@ TORCH_LIBRARY_IMPL(torchtrt_swish, CPU, m)
 
 } // namespace torchtrt_swish
 
-// A real (empty) Python module so `import torchtrt_swish._C` loads the library and runs the registrations above.
+// A real Python module so `import torchtrt_swish._C` loads the library and runs the registrations above; its one
+// function says which CPU copy the op runs (tests ask it under each ATEN_CPU_CAPABILITY).
+namespace {
+PyObject* cpuKernelsName(PyObject*, PyObject*)
+{
+    try
+    {
+        return PyUnicode_FromString(torchtrt_swish::cpuKernels().name);
+    }
+    catch (std::exception const& e)
+    {
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+        return nullptr;
+    }
+}
+
+// The fused backward's plan family for a layout on a GPU of `sms` multiprocessors (kernels/swish_backward_plan.h):
+// (family, column-sum stages). The doctor and the GPU tests derive the planner's switch points from it for the GPU
+// they run on.
+PyObject* fusedBackwardPlan(PyObject*, PyObject* args)
+{
+    char const* dtype = nullptr;
+    long long n = 0;
+    long long channels = 0;
+    long long inner = 0;
+    int aligned = 1;
+    int sms = 0;
+    if (!PyArg_ParseTuple(args, "sLLLpi", &dtype, &n, &channels, &inner, &aligned, &sms))
+    {
+        return nullptr;
+    }
+    std::string const name(dtype);
+    torchtrt_swish::DType dt = torchtrt_swish::DType::kFLOAT32;
+    if (name == "float16")
+    {
+        dt = torchtrt_swish::DType::kFLOAT16;
+    }
+    else if (name == "bfloat16")
+    {
+        dt = torchtrt_swish::DType::kBFLOAT16;
+    }
+    else if (name != "float32")
+    {
+        PyErr_Format(PyExc_ValueError, "fused_backward_plan: dtype must be float32, float16 or bfloat16, got '%s'",
+            dtype);
+        return nullptr;
+    }
+    if (sms < 1)
+    {
+        PyErr_Format(PyExc_ValueError, "fused_backward_plan: sms must be >= 1, got %d", sms);
+        return nullptr;
+    }
+    using namespace torchtrt_swish::detail;
+    FusedPlan const plan = planFused(dt, n, torchtrt_swish::BiasSpec{channels, inner}, aligned != 0, sms);
+    char const* family = "none";
+    switch (plan.kind)
+    {
+    case FusedKind::kROWS: family = "rows"; break;
+    case FusedKind::kCOLS: family = plan.cols.group > 1 ? "grouped_cols" : "cols"; break;
+    case FusedKind::kPLANES:
+        family = plan.planes.shape == PlanesShape::kSAMPLES ? "planes_samples"
+            : plan.planes.shape == PlanesShape::kPLANES     ? "planes_planes"
+                                                            : "planes_split";
+        break;
+    case FusedKind::kNONE: break;
+    }
+    return Py_BuildValue("(sL)", family, static_cast<long long>(plan.sumSlices > 1 ? 2 : 1));
+}
+
+PyMethodDef kMETHODS[] = {
+    {"cpu_kernels", cpuKernelsName, METH_NOARGS, "The instruction set of the CPU kernels the op runs (DEFAULT, AVX2, AVX512)."},
+    {"fused_backward_plan", fusedBackwardPlan, METH_VARARGS,
+        "(dtype, n, channels, inner, aligned, sms) -> (plan family, column-sum stages) of the fused CUDA backward."},
+    {nullptr, nullptr, 0, nullptr},
+};
+} // namespace
+
 extern "C" PyObject* PyInit__C(void)
 {
-    static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "_C", "torchtrt_swish compiled ops", -1, nullptr};
+    static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "_C", "torchtrt_swish compiled ops", -1, kMETHODS};
     return PyModule_Create(&def);
 }

@@ -1,0 +1,59 @@
+"""torchtrt_swish.switch_points on the CPU: the switch-point shapes it derives for the SM counts of real GPUs."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from torchtrt_swish import switch_points
+
+SMS = (16, 46, 78, 108, 114, 132, 148, 170)
+FAMILIES = {"rows", "cols", "grouped_cols", "planes_samples", "planes_planes", "planes_split"}
+
+
+@pytest.mark.parametrize("sms", SMS)
+def test_cases_cross_every_family_on_every_sm_count(sms):
+    """Each GPU gets shapes of every plan family and of two-stage sums, each a pair around a change of plan."""
+    cases = switch_points.switch_point_cases(sms)
+    assert {c.plan[0] for c in cases} >= FAMILIES
+    assert any(c.plan[1] > 1 for c in cases)
+    assert all(math.prod(c.x_shape) <= 1 << 24 for c in cases)
+    by_base = {}
+    for c in cases:
+        by_base.setdefault((c.dtype, c.x_shape[1:], c.bias_shape), []).append(c)
+    changes = 0
+    for group in by_base.values():
+        group.sort(key=lambda c: c.x_shape[0])
+        for a, b in zip(group, group[1:]):
+            if b.x_shape[0] == a.x_shape[0] + 1 and a.plan != b.plan:
+                changes += 1
+    assert changes >= 6, changes
+
+
+def test_cases_follow_the_sm_count():
+    """The switch points move with the multiprocessor count: a GPU with fewer SMs switches at smaller batches."""
+    small = {(c.dtype, c.x_shape, c.plan) for c in switch_points.switch_point_cases(16)}
+    large = {(c.dtype, c.x_shape, c.plan) for c in switch_points.switch_point_cases(170)}
+    assert small != large
+
+
+def test_plan_of_matches_the_planner_module():
+    """_C's plan families are the test module's (both compile csrc/kernels/swish_backward_plan.h)."""
+    from test_backward_plan import MODULE_FILE
+
+    if not MODULE_FILE.exists():
+        pytest.skip(f"planner test module {MODULE_FILE.name} not built (needs pybind11)")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_backward_plan", MODULE_FILE)
+    bp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bp)
+    for c in switch_points.switch_point_cases(132):
+        n = math.prod(c.x_shape)
+        inner = math.prod(c.x_shape[2:]) if len(c.bias_shape) > 1 else 1
+        channels = c.bias_shape[0]
+        got = bp.plan(c.dtype, n, channels, inner, True, 132)
+        family = got["kind"] if got["kind"] == "rows" else (
+            ("grouped_cols" if got["cols"]["group"] > 1 else "cols") if got["kind"] == "cols"
+            else "planes_" + got["planes"]["shape"])
+        assert (family, 2 if got["sum_slices"] > 1 else 1) == c.plan, c
