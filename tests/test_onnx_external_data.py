@@ -110,6 +110,18 @@ def test_a_data_file_that_is_the_inputs_weights_is_refused(tmp_path, capsys):
     assert (tmp_path / "f.onnx.data").read_bytes() == data and not (tmp_path / "f.onnx").exists()
 
 
+def test_save_model_never_writes_the_weights_it_reads(tmp_path):
+    from onnx_path.common import OnnxInputError
+
+    path = tmp_path / "m.onnx"
+    onnx.save(matmul_swish(), path, save_as_external_data=True, location="f.onnx.data", size_threshold=64)
+    data = (tmp_path / "f.onnx.data").read_bytes()
+    skeleton = onnx.load(path, load_external_data=False)
+    with pytest.raises(OnnxInputError, match="f.onnx.data is the same file as the input"):
+        save_model(skeleton, tmp_path / "f.onnx", base_dir=tmp_path)
+    assert (tmp_path / "f.onnx.data").read_bytes() == data and not (tmp_path / "f.onnx").exists()
+
+
 def test_an_interrupted_write_leaves_the_old_files_and_no_temporary_one(ext_model, tmp_path, monkeypatch):
     out = tmp_path / "f.onnx"
     assert main(["fuse", str(ext_model), "-o", str(out)]) == EXIT_OK
