@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import re
 import sys
 import types
 
@@ -35,6 +36,11 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (argparse's own print the usage block first)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Python 3.13's rule: `--atol -1e-3` is a negative number to refuse by value, not a missing argument.
+        self._negative_number_matcher = re.compile(r"-\.?\d")
 
     def error(self, message: str):
         """Print 'PROG: error: MESSAGE (see PROG --help)' and exit 2."""
