@@ -9,7 +9,11 @@ Two exporters, both public torch.onnx API:
   in the custom opset ``torchtrt_swish`` (version 1), which lands in the model's ``opset_import``.
 
 Either way the bias parameter becomes an initializer input of the node, dynamic axes are named (``batch``,
-``height``, ``width``) and the result passes ``onnx.checker`` (full check) and strict shape inference.
+``height``, ``width``) and the result passes ``onnx.checker`` (full check) and strict shape inference. A SwishBias
+node whose bias the plugin would reject at build time (a layout other than scalar, per-channel or full shape, e.g. a
+bias [H, W] on x [N, C, H, W]; one spanning a dynamic axis; another dtype than x's) is an ``ExportError`` naming
+the node: the torch op broadcasts any bias, the plugin does not, and no runtime but the plugin runs the node. The
+rule is the node contract's (``onnx_path.contract.bias_problem``, over ``torchtrt_swish.layout``).
 """
 from __future__ import annotations
 
@@ -25,7 +29,18 @@ import torch
 import torchtrt_swish  # noqa: F401  (loads the op so torch.ops.torchtrt_swish.swish exists)
 from torchtrt_swish.dtypes import DTYPES, parse_dtype
 
-from .common import PLUGIN_NAMESPACE, PLUGIN_VERSION, SWISH_DOMAIN, SWISH_OP, flush_denormals, save_model
+from .common import (
+    PLUGIN_NAMESPACE,
+    PLUGIN_VERSION,
+    SWISH_DOMAIN,
+    SWISH_OP,
+    all_nodes,
+    flush_denormals,
+    is_swish_node,
+    node_label,
+    save_model,
+)
+from .contract import bias_problem, value_types
 
 MIN_OPSET = 11
 DEFAULT_TORCHSCRIPT_OPSET = 17
@@ -45,6 +60,7 @@ __all__ = [
     "swish_translation_table",
     "dynamic_axes_spec",
     "export_onnx",
+    "bias_layout_problems",
     "check_onnx",
 ]
 
@@ -195,6 +211,8 @@ def export_onnx(
                               f"{torch.__version__} ({first})") from exc
         raise
     if check:
+        if problems := bias_layout_problems(onnx_model):
+            raise ExportError("; ".join(problems))
         try:
             check_onnx(onnx_model)
         except ExportError as exc:
@@ -277,6 +295,23 @@ def _export_dynamo(model, args, opset, input_names, output_names, axes) -> onnx.
                 renames[dims[axis].dim_param] = wanted
     _rename_dim_params(onnx_model, renames)
     return onnx_model
+
+
+def bias_layout_problems(model: onnx.ModelProto) -> list[str]:
+    """'SwishBias node LABEL: why' for each exported node whose bias the plugin rejects (layout, dtype)."""
+    types = value_types(model)
+    problems = []
+    for where, index, node in all_nodes(model):
+        if not is_swish_node(node) or len(node.input) != 2:
+            continue
+        why = bias_problem(types.get(node.input[0], (None, None)), types.get(node.input[1], (None, None)))
+        if why is not None:
+            place = f" (in {where})" if where else ""
+            problems.append(f"{SWISH_OP} node {node_label(node, index)!r}{place}: {why}; the plugin rejects this bias "
+                            "at build time (it runs a scalar, per-channel (dim 1 or last dim) or full-shape bias, "
+                            "on axes that are not dynamic): change the bias, export static shapes, or pass "
+                            "check=False to write the node anyway")
+    return problems
 
 
 def check_onnx(model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
