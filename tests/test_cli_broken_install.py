@@ -122,3 +122,14 @@ def test_the_installed_console_script_takes_the_same_way(tmp_path):
     assert proc.returncode == 2 and cause in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     proc = run(folder, "doctor", script=True)
     assert proc.returncode == 1 and cause in proc.stdout and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("how", ["other torch", "broken _C"])
+def test_python_m_doctor_says_it_in_one_line(how, tmp_path):
+    # runpy imports the package before the module: it can only report, in its one line, what the package raised.
+    folder, cause = broken_install(tmp_path, how)
+    env = dict(os.environ, PYTHONPATH=str(folder))
+    proc = subprocess.run([sys.executable, "-m", "torchtrt_swish.doctor"], capture_output=True, text=True,
+                          cwd=folder, env=env, timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and cause in proc.stderr, proc.stderr

@@ -12,7 +12,8 @@ except ImportError:  # pragma: no cover - a tree built before setup.py recorded 
 else:
     # Checked before _C loads: under another torch its load fails with an undefined C++ symbol, or worse, succeeds.
     if _mismatch := mismatch_message(_BUILT_WITH_TORCH, torch.__version__):
-        raise ImportError(_mismatch)
+        # name: the package that failed, so `python -m torchtrt_swish.doctor` reports it in one line (runpy), too.
+        raise ImportError(_mismatch, name=__name__)
 
 try:
     from . import _C  # noqa: F401  (registers torchtrt_swish::swish and its CPU/CUDA kernels)
@@ -20,7 +21,7 @@ except ImportError as exc:  # pragma: no cover - exercised only on broken instal
     raise ImportError(
         "torchtrt_swish: the compiled extension torchtrt_swish._C could not be loaded "
         f"({exc}). Build it with `pip install --no-build-isolation -e .` against the torch you run "
-        f"(this is torch {torch.__version__})."
+        f"(this is torch {torch.__version__}).", name=__name__
     ) from exc
 
 from . import ops  # noqa: E402  (fake kernels and autograd)
