@@ -1,9 +1,10 @@
-"""torchtrt-swish: the ONNX route from the command line — export, fuse, build-engine, check.
+"""torchtrt-swish: the ONNX route from the command line — export, fuse, build-engine, check — and the doctor.
 
-Exit codes: 0 success / parity passed, 1 parity failed, 2 usage or input error (bad arguments, missing file, not an
-ONNX model, nothing to fuse, unknown dtype, an output path that is an input or another output or cannot be written,
-a SwishBias node the plugin would reject, nothing to compare, TensorRT or the plugin unavailable). Errors are one
-line on stderr. Outputs are written atomically (a temporary file in the same folder, then renamed).
+Exit codes: 0 success / parity passed, 1 parity failed (doctor: a row failed), 2 usage or input error (bad arguments,
+missing file, not an ONNX model, nothing to fuse, unknown dtype, an output path that is an input or another output or
+cannot be written, a SwishBias node the plugin would reject, nothing to compare, TensorRT or the plugin unavailable,
+torchtrt_swish itself not loading). Errors are one line on stderr. Outputs follow torchtrt_swish._output (regular
+files, written atomically). This module is the entry point; the sub-commands are in onnx_path.cli_tools.
 """
 from __future__ import annotations
 
