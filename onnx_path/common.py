@@ -80,33 +80,38 @@ def _output_errors() -> Iterator[None]:
         raise OutputPathError(str(exc)) from None
 
 
-def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+def _tensors(graph: onnx.GraphProto, sparse: bool = True) -> Iterator[onnx.TensorProto]:
     yield from graph.initializer
-    for sparse in graph.sparse_initializer:
-        yield sparse.values
-        yield sparse.indices
-    for node in graph.node:
+    for part in graph.sparse_initializer if sparse else ():
+        yield part.values
+        yield part.indices
+    yield from _node_tensors(graph.node, sparse)
+
+
+def _node_tensors(nodes, sparse: bool) -> Iterator[onnx.TensorProto]:
+    for node in nodes:
         for attr in node.attribute:
             if attr.HasField("t"):
                 yield attr.t
             yield from attr.tensors
-            for sparse in [attr.sparse_tensor] if attr.HasField("sparse_tensor") else []:
-                yield sparse.values
-                yield sparse.indices
-            for sparse in attr.sparse_tensors:
-                yield sparse.values
-                yield sparse.indices
+            for part in ([attr.sparse_tensor] if attr.HasField("sparse_tensor") else []) if sparse else ():
+                yield part.values
+                yield part.indices
+            for part in attr.sparse_tensors if sparse else ():
+                yield part.values
+                yield part.indices
             if attr.HasField("g"):
-                yield from _tensors(attr.g)
+                yield from _tensors(attr.g, sparse)
             for g in attr.graphs:
-                yield from _tensors(g)
+                yield from _tensors(g, sparse)
 
 
-def model_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    """Every TensorProto of the model: initializers (sparse too) and attribute tensors of every graph and function."""
-    yield from _tensors(model.graph)
+def model_tensors(model: onnx.ModelProto, *, sparse: bool = True) -> Iterator[onnx.TensorProto]:
+    """Every TensorProto of the model, in place: initializers and attribute tensors of every graph and function,
+    and (with `sparse`) the values and indices of sparse initializers and attributes."""
+    yield from _tensors(model.graph, sparse)
     for function in model.functions:
-        yield from _tensors(onnx.GraphProto(node=function.node))
+        yield from _node_tensors(function.node, sparse)
 
 
 def external_data_files(path: str | Path) -> list[Path]:

@@ -113,7 +113,12 @@ def _raw_size(tensor: onnx.TensorProto) -> int:
 
 
 def _externalize(model: onnx.ModelProto, sink, location: str, base_dir: Path | None) -> None:
-    """Move every external tensor's bytes and every large in-memory one into `sink` (the file named `location`)."""
+    """Move every external tensor's bytes and every large in-memory one into `sink` (the file named `location`).
+
+    A sparse tensor's in-memory parts stay in the model: onnx.checker reads a sparse tensor's indices to check them.
+    """
+    kept = list(model_tensors(model, sparse=False))  # alive, so that upb hands out these same wrappers again
+    dense = {id(t) for t in kept}
     for tensor in model_tensors(model):
         offset = sink.tell()
         if uses_external_data(tensor):
@@ -121,7 +126,7 @@ def _externalize(model: onnx.ModelProto, sink, location: str, base_dir: Path | N
                 raise OnnxInputError(f"tensor {tensor.name!r} keeps its data in a file, but the model's folder is "
                                      "not known (load it from a file)")
             length = _copy_range(sink, *_source(tensor, base_dir), tensor.name)
-        elif tensor.HasField("raw_data") and _raw_size(tensor) >= SIZE_THRESHOLD:
+        elif id(tensor) in dense and tensor.HasField("raw_data") and _raw_size(tensor) >= SIZE_THRESHOLD:
             data = tensor.raw_data
             sink.write(data)
             length = len(data)

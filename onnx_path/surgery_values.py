@@ -37,10 +37,11 @@ def elem_type(tensor: gs.Tensor) -> int | None:
         return None
 
 
-def sparse_to_dense(sparse: onnx.SparseTensorProto) -> np.ndarray:
-    """The dense array of a SparseTensorProto, in its values' dtype (indices [NNZ] linear or [NNZ, rank])."""
-    values = onnx.numpy_helper.to_array(sparse.values)
-    indices = onnx.numpy_helper.to_array(sparse.indices).astype(np.int64)
+def sparse_to_dense(sparse: onnx.SparseTensorProto, base_dir: str = "") -> np.ndarray:
+    """The dense array of a SparseTensorProto, in its values' dtype (indices [NNZ] linear or [NNZ, rank]);
+    external values or indices are read from `base_dir`."""
+    values = onnx.numpy_helper.to_array(sparse.values, base_dir=base_dir)
+    indices = onnx.numpy_helper.to_array(sparse.indices, base_dir=base_dir).astype(np.int64)
     dense = np.zeros(int(np.prod(sparse.dims, dtype=np.int64)), dtype=values.dtype)
     flat = indices if indices.ndim == 1 else np.ravel_multi_index(tuple(indices.T), tuple(sparse.dims))
     dense[flat] = values.reshape(-1)
@@ -55,7 +56,7 @@ def constant_array(constant: gs.Constant) -> np.ndarray:
     """
     lazy = constant._values  # graphsurgeon's own exporter reads this attribute the same way
     if isinstance(lazy, gs.ir.tensor.SparseValues):
-        return sparse_to_dense(lazy.tensor)
+        return sparse_to_dense(lazy.tensor, EXTERNAL_DIR.get())
     if isinstance(lazy, gs.ir.tensor.LazyValues):
         return onnx.numpy_helper.to_array(lazy.tensor, base_dir=EXTERNAL_DIR.get())
     return np.asarray(constant.values)

@@ -85,6 +85,46 @@ def test_fuse_writes_the_weights_beside_the_model_named_after_it(ext_model, tmp_
     assert "overall: PASS" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("where", ["in_a_body", "in_a_constant", "in_a_function", "in_a_sparse_initializer"])
+def test_weights_kept_anywhere_are_carried_into_the_fused_model(where, tmp_path, capsys):
+    import test_cli_external_outputs as builders
+
+    model = getattr(builders, where)(tmp_path)
+    path, out = tmp_path / "m.onnx", tmp_path / "out" / "f.onnx"
+    path.write_bytes(model.SerializeToString())
+    out.parent.mkdir()
+    weights = (tmp_path / "weights.bin").read_bytes()
+    assert main(["fuse", str(path), "-o", str(out)]) == EXIT_OK
+    onnx.checker.check_model(str(out))  # every external tensor's file is there, beside the model
+    fused = onnx.load(out, load_external_data=False)
+    assert {e.value for t in fused.graph.initializer for e in t.external_data if e.key == "location"} <= \
+        {"f.onnx.data"}
+    assert (tmp_path / "weights.bin").read_bytes() == weights
+    capsys.readouterr()
+    assert main(["check", str(out), "--reference", str(path), "--backends", "reference"]) == EXIT_OK, \
+        capsys.readouterr().err
+
+
+def test_a_folded_sparse_bias_is_read_from_its_file(tmp_path):
+    from onnx.external_data_helper import set_external_data
+
+    values = nh.from_array(np.array([0.5, -1.25], dtype=np.float32), "b")
+    sparse = h.make_sparse_tensor(values, nh.from_array(np.array([1, 3], np.int64), "b_indices"), [4])
+    nodes = [h.make_node("Sigmoid", ["x"], ["s"]), h.make_node("Mul", ["x", "s"], ["m"]),
+             h.make_node("Add", ["m", "b"], ["y"])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, ["batch", 4])],
+                         [h.make_tensor_value_info("y", T.FLOAT, ["batch", 4])], sparse_initializer=[sparse])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    stored = model.graph.sparse_initializer[0].values
+    (tmp_path / "b.bin").write_bytes(stored.raw_data)
+    set_external_data(stored, "b.bin", 0, len(stored.raw_data))
+    stored.ClearField("raw_data")
+    fused, report = run_surgery(model, base_dir=tmp_path)
+    assert [r.kind for r in report.replaced] == ["sigmoid-mul-add"], report.to_text()
+    bias = fused.graph.initializer[0]
+    np.testing.assert_array_equal(nh.to_array(bias), np.array([0, 0.5, 0, -1.25], np.float32))
+
+
 def test_check_gives_the_executors_the_weights_folder(ext_model, tmp_path, capsys, monkeypatch):
     # From another working folder: external data resolved against the working folder would not be found.
     monkeypatch.chdir(tmp_path)
