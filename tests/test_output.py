@@ -1,4 +1,4 @@
-"""torchtrt_swish._output, the one output rule: regular files only, atomically, in the umask's mode, nothing left behind.
+"""torchtrt_swish._output, the one output rule: regular files only, atomically, in the umask's mode, none left behind.
 
 Every special file is made in the test's temporary folder (a FIFO, a socket, a /dev/null copy made with mknod), so a
 wrong write can only replace that copy.
@@ -6,8 +6,8 @@ wrong write can only replace that copy.
 from __future__ import annotations
 
 import errno
+import ast
 import os
-import re
 import socket
 import stat
 import subprocess
@@ -189,6 +189,37 @@ def test_several_outputs_are_all_replaced_in_order_or_none(tmp_path):
             pass
 
 
+def _own_writes(source: str) -> list[str]:
+    """Calls that write a file by hand (Path.write_text/write_bytes, os.replace/rename, NamedTemporaryFile, mkstemp),
+    except those inside a `with tempfile.TemporaryDirectory()` block: scratch files in a private folder, no output."""
+    tree = ast.parse(source)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+    def in_scratch(node) -> bool:
+        while (node := parents.get(node)) is not None:
+            if isinstance(node, ast.With) and any("TemporaryDirectory" in ast.unparse(i.context_expr)
+                                                   for i in node.items):
+                return True
+        return False
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            own = (name.endswith((".write_text", ".write_bytes")) and not name.startswith("_output.")
+                   or name in ("os.replace", "os.rename") or name.endswith(("NamedTemporaryFile", "mkstemp")))
+            if own and not in_scratch(node):
+                found.append(f"line {node.lineno}: {name}")
+    return found
+
+
+def test_the_scan_for_own_writes_can_fail():
+    hand_made = "from pathlib import Path\nPath('x').write_bytes(b'')\nimport os\nos.replace('a', 'b')\n"
+    assert _own_writes(hand_made) == ["line 2: Path('x').write_bytes", "line 4: os.replace"]
+    assert _own_writes("import tempfile\nwith tempfile.TemporaryDirectory() as t:\n    open\n    Path(t).write_text('')\n"
+                       "_output.write_text('p', 'x')\n") == []
+
+
 def test_every_writer_of_the_project_uses_this_rule():
     # The rule's home is below both packages; the others import it instead of writing their own.
     import onnx_path.common as common
@@ -197,10 +228,6 @@ def test_every_writer_of_the_project_uses_this_rule():
     assert issubclass(common.OutputPathError, common.OnnxInputError)
     root = Path(__file__).resolve().parent.parent
     for path in [*(root / "torchtrt_swish").glob("*.py"), *(root / "onnx_path").glob("*.py")]:
-        text = path.read_text()
-        if path.name == "_output.py":
-            continue
-        # Path.write_text/write_bytes on anything but the helper's module, and the pieces of a hand-made atomic write.
-        own = re.findall(r"(?<!_output)\.write_(?:text|bytes)\(|os\.replace\(|os\.rename\(|NamedTemporaryFile|mkstemp\(",
-                         text)
-        assert not own, f"{path.name} writes a file itself ({own}): use torchtrt_swish._output"
+        if path.name != "_output.py":
+            own = _own_writes(path.read_text())
+            assert not own, f"{path.name} writes a file itself ({own}): use torchtrt_swish._output"
