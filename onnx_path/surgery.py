@@ -63,6 +63,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
+from onnx_graphsurgeon.logger import G_LOGGER
 
 from torchtrt_swish.layout import SCALAR
 
@@ -442,7 +443,8 @@ def _run_surgery(model: onnx.ModelProto, passes: Sequence[str], fold_bias: bool)
     except Exception:  # noqa: BLE001 - inference is best effort; unknown types lead to refusals, not errors
         inferred = work
     hidden = hide_non_tensor_types(inferred)
-    graph = gs.import_onnx(inferred)
+    with G_LOGGER.suppress(G_LOGGER.ERROR):  # its warnings are about values the passes never read (stdout noise)
+        graph = gs.import_onnx(inferred)
     graphs = [graph, *graph.subgraphs(recursive=True)]  # If/Loop/Scan bodies are fused like the main graph
     taken = {n.name for g in graphs for n in g.nodes if n.name}
     for g in graphs:

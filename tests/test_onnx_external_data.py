@@ -95,6 +95,8 @@ def test_weights_kept_anywhere_are_carried_into_the_fused_model(where, tmp_path,
     out.parent.mkdir()
     weights = (tmp_path / "weights.bin").read_bytes()
     assert main(["fuse", str(path), "-o", str(out)]) == EXIT_OK
+    printed = capsys.readouterr()
+    assert "[W]" not in printed.out + printed.err, "graphsurgeon's warnings are not the CLI's output"
     onnx.checker.check_model(str(out))  # every external tensor's file is there, beside the model
     fused = onnx.load(out, load_external_data=False)
     assert {e.value for t in fused.graph.initializer for e in t.external_data if e.key == "location"} <= \
