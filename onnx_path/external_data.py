@@ -37,6 +37,7 @@ __all__ = [
     "SIZE_THRESHOLD",
     "data_file_for",
     "has_external_tensors",
+    "external_data_problem",
     "location_of",
     "needs_external_data",
     "save_with_external_data",
@@ -77,6 +78,27 @@ def location_of(tensor: onnx.TensorProto) -> str:
         raise OnnxInputError(f"tensor {tensor.name!r} has external data location {location!r}: only a file name "
                              "relative to the model's folder is read")
     return location
+
+
+def external_data_problem(model: onnx.ModelProto, base_dir: str | Path | None) -> str | None:
+    """Why the model's external tensors cannot all be read from `base_dir` (a location outside it, a missing or
+    short file), naming the first such tensor and file; None when they can."""
+    for tensor in model_tensors(model):
+        if not uses_external_data(tensor):
+            continue
+        if base_dir is None:
+            return f"tensor {tensor.name!r} keeps its data in a file, but the model's folder is not known"
+        try:
+            source, offset, length = _source(tensor, Path(base_dir))
+        except OnnxInputError as exc:
+            return str(exc)
+        if not source.is_file():
+            what = "does not exist" if not source.exists() else "is not a regular file"
+            return f"tensor {tensor.name!r} keeps its data in {source}, which {what}"
+        if length is not None and source.stat().st_size < offset + length:
+            return (f"tensor {tensor.name!r} needs bytes {offset}..{offset + length} of {source}, which holds "
+                    f"{source.stat().st_size}")
+    return None
 
 
 def _copy_range(sink, source: Path, offset: int, length: int | None, name: str) -> int:
@@ -182,6 +204,8 @@ def open_model(path: str | Path, scratch: str | Path | None = None) -> Iterator[
     """
     path = Path(path)
     model = load_model(path, load_external_data=False)
+    if (why := external_data_problem(model, path.parent)) is not None:
+        raise OnnxInputError(f"{path}: {why}")
     # The file's size, not ByteSize(): upb computes that by serializing the whole model once more.
     if has_external_tensors(model) or path.stat().st_size <= INLINE_LIMIT:
         yield model, path.parent

@@ -51,7 +51,7 @@ from torchtrt_swish.dtypes import TOLERANCES
 
 from .common import elem_type_name, first_line, flush_denormals, graph_inputs, numpy_dtype_for
 from .feeds import FeedError, non_tensor_io, onnx_input_metadata, random_feeds, show_shape
-from .external_data import with_inferred_types
+from .external_data import external_data_problem, with_inferred_types
 from .reference import ReferenceExecutor, external_data_options, numpy_to_torch, ort_session
 from .verdict import (
     BASELINE_FACTOR,
@@ -468,6 +468,10 @@ def _check_parity(
         raise ParityInputError(f"{engine_path}: no such engine file")
     if (why := non_tensor_io(onnx_model)) is not None:
         raise ParityInputError(why)
+    for what, model, folder in ((model_name or "the model", onnx_model, base_dir), ("the reference", reference_onnx,
+                                reference_base_dir), ("the baseline", baseline_onnx, baseline_base_dir)):
+        if model is not None and (why := external_data_problem(model, folder)) is not None:
+            raise ParityInputError(f"{what}: its weights cannot be read: {why}")
     if reference_onnx is not None and (why := io_mismatch(onnx_model, reference_onnx)) is not None:
         raise ParityInputError(why)
     if baseline_onnx is not None and (why := io_mismatch(onnx_model, baseline_onnx, "baseline")) is not None:

@@ -164,6 +164,24 @@ def test_save_model_never_writes_the_weights_it_reads(tmp_path):
     assert (tmp_path / "f.onnx.data").read_bytes() == data and not (tmp_path / "f.onnx").exists()
 
 
+@pytest.mark.parametrize("damage", ["missing", "short"])
+def test_weights_that_cannot_be_read_are_one_line(damage, ext_model, tmp_path, capsys):
+    weights = ext_model.parent / "m.weights"
+    if damage == "missing":
+        weights.unlink()
+    else:
+        weights.write_bytes(weights.read_bytes()[:100])
+    for args in (["fuse", str(ext_model), "-o", str(tmp_path / "f.onnx")],
+                 ["check", str(ext_model), "--reference", str(ext_model)]):
+        assert main(args) == EXIT_USAGE, args
+        captured = capsys.readouterr()
+        line = captured.err.strip().splitlines()[-1]
+        assert "Traceback" not in captured.err and "--batch" not in line, captured.err
+        assert "tensor 'W'" in line and "m.weights" in line and str(ext_model) in line, line
+        assert ("does not exist" if damage == "missing" else "which holds 100") in line, line
+    assert not (tmp_path / "f.onnx").exists()
+
+
 def test_an_interrupted_write_leaves_the_old_files_and_no_temporary_one(ext_model, tmp_path, monkeypatch):
     out = tmp_path / "f.onnx"
     assert main(["fuse", str(ext_model), "-o", str(out)]) == EXIT_OK
