@@ -13,8 +13,9 @@ A node whose op_type is ``SwishBias`` must:
 * have no other attribute. TensorRT's parser hands a plugin only the attributes its creator lists in
   getFieldNames(), and SwishBias lists none (csrc/trt_plugin/swish_creator.cpp): anything else (``alpha``, ``beta``,
   ...) would be dropped silently, so the engine would compute something other than what the node says. Every host
-  therefore refuses such a node in one line — ``check``, ``build-engine`` and the surgery through ``node_problem``,
-  the CPU executors (``onnx_path.reference``) through ``attribute_problem`` — rather than ignore it as TensorRT does.
+  therefore refuses such a node in one line rather than ignore it as TensorRT does: ``check``, ``build-engine`` and
+  the surgery through ``node_problem``; ``onnx_path.engine.build_engine`` and the CPU executors
+  (``onnx_path.reference``) through ``attribute_problem``.
 
 ``check`` and ``build-engine`` validate every SwishBias node, in the main graph and in every If/Loop/Scan body,
 with ``model_problems`` before anything runs; the surgery applies the same

@@ -48,6 +48,12 @@ listed as a graph input can be overridden by the caller at run time, so folding 
 are named ``<OpType>_<index>`` (their position in their graph, made unique across the model), in the reports and
 in the written model.
 
+Constants are read without caching them in graphsurgeon's tensors (``onnx_path.surgery_values``): a sparse
+initializer that is not folded is written back as it came, one that is folded becomes a dense constant of its own
+dtype, and a model's external tensors (``run_surgery(..., base_dir=...)``, ``onnx_path.external_data``) stay in
+their files unless a pass folds one. Values that are not tensors (sequence, optional, map outputs) keep their types:
+graphsurgeon never sees them (``onnx_path.surgery_model.hide_non_tensor_types``).
+
 Every pass runs on the main graph and on every If/Loop/Scan body (a tensor read by a body from the outer scope
 counts as another consumer), unused-domain pruning counts the bodies' nodes, and the result passes
 ``onnx.checker.check_model`` at the input's IR version: below IR 4, where every initializer must also be a graph
