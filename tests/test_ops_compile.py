@@ -313,3 +313,38 @@ def test_inductor_compiles_the_same_graph_as_plain_silu(task, shape):
         assert ops["ours"] == ops["plain"]
     else:
         assert op_counts(graphs["ours"]) == op_counts(graphs["plain"])
+
+
+def _fingerprint_of(source: str, *names: str) -> str:
+    """decompositions_fingerprint of the functions `names` defined by source, in a module namespace of their own
+    that looks like ops.py to the fingerprint (same __name__)."""
+    space = {"__name__": torchtrt_swish.ops.__name__, "torch": torch}
+    exec(compile(source, "<decomposition>", "exec"), space)  # noqa: S102 - test-only, our own text
+    return torchtrt_swish.ops.decompositions_fingerprint(*(space[n] for n in names))
+
+
+_DECOMP = '''
+def _helper(x):
+    return x * 2
+
+def swish_decomposition(x, bias):
+    # a comment
+    return _helper(x) + bias
+'''
+
+
+def test_fingerprint_covers_the_bodies_not_the_names():
+    """Same names, another body (or another helper body) -> another fingerprint; a comment or a blank line -> the
+    same. Hashing only the functions' names, or only the decomposition without its helpers, fails here."""
+    base = _fingerprint_of(_DECOMP, "swish_decomposition")
+    assert base == _fingerprint_of(_DECOMP.replace("# a comment", "# another comment\n"), "swish_decomposition")
+    assert base != _fingerprint_of(_DECOMP.replace("+ bias", "- bias"), "swish_decomposition")
+    assert base != _fingerprint_of(_DECOMP.replace("x * 2", "x * 3"), "swish_decomposition")
+    assert len(base) == 16 and int(base, 16) >= 0
+
+
+def test_fingerprint_needs_no_source_file():
+    """Without a source file (python -c, a frozen install) the fingerprint still follows the code, never a constant."""
+    a = _fingerprint_of(_DECOMP, "swish_decomposition")  # compiled from a string: inspect finds no source
+    b = _fingerprint_of(_DECOMP.replace("x * 2", "x * 4"), "swish_decomposition")
+    assert a != b

@@ -176,8 +176,9 @@ def swish_backward_decomposition(grad: torch.Tensor, x: torch.Tensor, bias: torc
 # part for inductor's decomposition table: code compiled with an older decomposition (or before there was one)
 # would be served again after an upgrade. torch.compiler.config.cache_key_tag is torch's documented way to add to
 # every compile cache key: FxGraphHashDetails reads it when a key is computed (torch 2.11 and 2.14), and
-# AOTAutogradCacheDetails derives from it, so both keys get it. We add one part of our own, a hash of the registered
-# decompositions' source, and keep whatever the user put there. The part is set at import, so the tag does not
+# AOTAutogradCacheDetails derives from it, so both keys get it. We add one part of our own, a hash of what the
+# registered decompositions compute (their code and their helpers', and the build), and keep whatever the user put
+# there. The part is set at import, so the tag does not
 # change in mid-process for caches that read it early (dynamo's PGO keys), and set again by the fake kernels, which
 # run when dynamo traces the op, i.e. before any cache key of a graph holding the op is computed: a user who
 # replaces the tag later still gets our part added back to theirs. (The custom-pass uuids are the other hook, but
@@ -187,17 +188,62 @@ _CACHE_TAG_PREFIX = "torchtrt_swish.decompositions="
 _CACHE_TAG_PART = re.compile(";?" + re.escape(_CACHE_TAG_PREFIX) + "[0-9a-f]*")
 
 
+def _code_parts(code) -> list[bytes]:
+    """What a function's code object computes: its bytecode, constants and names, nested code included (line
+    numbers and comments left out, so an edit that does not change the program keeps the fingerprint)."""
+    parts = [code.co_code, repr(code.co_names).encode(), repr(code.co_varnames).encode()]
+    for const in code.co_consts:
+        parts += _code_parts(const) if inspect.iscode(const) else [repr(const).encode()]
+    return parts
+
+
+def _names(code) -> set[str]:
+    """Global names a code object and its nested code read."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names |= _names(const)
+    return names
+
+
 def decompositions_fingerprint(*fns) -> str:
-    """A short hash of the decompositions' source and of the modules that define them (their helpers)."""
-    digest = hashlib.sha256()
-    for fn in fns:
-        for obj in (inspect.getmodule(fn), fn):
-            try:
-                text = inspect.getsource(obj)
-            except (OSError, TypeError):  # no source file (python -c, a frozen install): the name is all there is
-                text = f"{fn.__module__}.{fn.__qualname__}"
-            digest.update(text.encode())
+    """A short hash of what the decompositions compute: their code, the code of the functions of their module they
+    call (transitively), and the build of the package (its version and the torch _C was built with)."""
+    digest = hashlib.sha256(f"{_package_version()};{_built_with_torch()}".encode())
+    seen: set[int] = set()
+    queue = list(fns)
+    while queue:
+        fn = queue.pop(0)
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        digest.update(f"{fn.__module__}.{fn.__qualname__}".encode())
+        for part in _code_parts(fn.__code__):
+            digest.update(part)
+        for name in sorted(_names(fn.__code__)):
+            helper = fn.__globals__.get(name)
+            if inspect.isfunction(helper) and helper.__module__ == fn.__module__:
+                queue.append(helper)
     return digest.hexdigest()[:16]
+
+
+def _package_version() -> str:
+    """The installed distribution's version ("" for a source tree on sys.path without metadata)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torchtrt_swish")
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def _built_with_torch() -> str:
+    """The torch the compiled op was built with (the generated _build_info), or the running torch's version."""
+    try:
+        from ._build_info import TORCH_VERSION
+    except ImportError:  # a source tree that was never built: the running torch is the build's
+        return torch.__version__
+    return TORCH_VERSION
 
 
 # What register_inductor_decompositions will register; it recomputes this from what it did register.
