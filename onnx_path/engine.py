@@ -18,7 +18,7 @@ from pathlib import Path
 
 import onnx
 
-from torchtrt_swish.extras import POLYGRAPHY_MIN
+from torchtrt_swish.extras import POLYGRAPHY_MIN, older_than
 from torchtrt_swish.plugin import PluginLoadError, load_plugin, plugin_identity, plugin_library_path
 from torchtrt_swish.shapes import DEFAULT_BATCH_RANGE, input_range, parse_shape_spec
 
@@ -161,11 +161,22 @@ def _input_elem_types(model: onnx.ModelProto) -> set[int]:
     return {vi.type.tensor_type.elem_type for vi in graph_inputs(model)}
 
 
+def _where(exc: BaseException) -> str:
+    """file:line in function of the frame that raised exc."""
+    import traceback  # noqa: PLC0415
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "an unknown place"
+    f = frames[-1]
+    return f"{Path(f.filename).name}:{f.lineno} in {f.name}"
+
+
 @contextlib.contextmanager
 def _unexpected_errors(trt) -> Iterator[None]:
-    """Any exception but ours and OSError (the output file) -> EngineBuildError naming TensorRT's and Polygraphy's
-    versions: a mismatch between the two (e.g. Polygraphy < 0.53.6 reading ``layer.precision_is_set``, which
-    TensorRT 11 removed) otherwise surfaces as an AttributeError traceback from deep inside Polygraphy."""
+    """Any exception but ours and OSError (the output file) -> one EngineBuildError saying what failed and where,
+    with TensorRT's and Polygraphy's versions; the upgrade hint only when Polygraphy is older than POLYGRAPHY_MIN
+    (e.g. 0.49.x reading ``layer.precision_is_set``, which TensorRT 11 removed)."""
     try:
         yield
     except (EngineBuildError, PluginLoadError, OSError):
@@ -173,11 +184,13 @@ def _unexpected_errors(trt) -> Iterator[None]:
     except Exception as exc:  # noqa: BLE001 - turned into the one-line error the CLI prints
         import polygraphy  # noqa: PLC0415
 
-        raise EngineBuildError(
-            f"building the engine failed unexpectedly ({type(exc).__name__}: {first_line(exc)}) with TensorRT "
-            f"{getattr(trt, '__version__', '?')} and Polygraphy {getattr(polygraphy, '__version__', '?')}; "
-            f"Polygraphy >= {POLYGRAPHY_MIN} is needed for TensorRT 11 (pip install 'polygraphy>={POLYGRAPHY_MIN}')"
-        ) from exc
+        poly = getattr(polygraphy, "__version__", "?")
+        text = (f"building the engine failed unexpectedly ({type(exc).__name__}: {first_line(exc)}, at "
+                f"{_where(exc)}) with TensorRT {getattr(trt, '__version__', '?')} and Polygraphy {poly}")
+        if older_than(poly, POLYGRAPHY_MIN):
+            text += (f"; Polygraphy >= {POLYGRAPHY_MIN} is needed for TensorRT 11 "
+                     f"(pip install 'polygraphy>={POLYGRAPHY_MIN}')")
+        raise EngineBuildError(text) from exc
 
 
 def build_engine(

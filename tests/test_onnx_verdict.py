@@ -46,6 +46,21 @@ def test_a_candidate_passes_within_twice_its_baselines_error_and_fails_beyond(ra
     assert row["within_baseline"] is passes and row["passed"] is passes and report.passed is passes
 
 
+def test_a_candidate_exactly_at_twice_its_baselines_error_passes():
+    """The stated rule (torchtrt_swish.dtypes.BASELINE_FACTOR: "at most"): exactly BASELINE_FACTOR times the
+    baseline's max |err| passes, the next float above it fails. `<` in place of `<=` fails here."""
+    from onnx_path.verdict import judge
+
+    clean = {"candidate": 0, "reference": 0, "mismatched": 0}
+    base = {"max_abs": 0.125, "nonfinite": dict(clean), "within_tolerance": False}
+    at = judge({"max_abs": BASELINE_FACTOR * 0.125, "nonfinite": dict(clean), "within_tolerance": False}, base,
+               0.0, 0.0)
+    assert at["within_baseline"] is True and at["passed"] is True
+    above = judge({"max_abs": float(np.nextafter(BASELINE_FACTOR * 0.125, np.inf)), "nonfinite": dict(clean),
+                   "within_tolerance": False}, base, 0.0, 0.0)
+    assert above["within_baseline"] is False and above["passed"] is False
+
+
 # ------------------------------------------------------------------------------------------ non-finite values
 
 NAN, INF = float("nan"), float("inf")

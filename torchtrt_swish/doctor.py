@@ -134,18 +134,10 @@ def tensorrt_rows(library: Path | None) -> tuple[list[Row], list[Row], dict[str,
 # ------------------------------------------------------------------------------------------------ environment
 
 
-def _older(version: str, minimum: str) -> bool:
-    try:
-        from torch.torch_version import TorchVersion  # PEP 440 ordering (torch's vendored packaging) for any version
-    except Exception:  # noqa: BLE001 - torch itself is broken: its own row says so; the version is shown as it is
-        return False
-    return TorchVersion(version) < minimum
-
-
 def module_rows(gpu: bool) -> tuple[list[Row], dict[str, bool]]:
     """(rows, {name: imports}) for Torch-TensorRT and the extras' modules: version, not installed (naming the extra),
     or the error; all imported by one child process, each import within IMPORT_TIMEOUT_S."""
-    from .extras import EXTRAS, POLYGRAPHY_MIN, install_hint
+    from .extras import EXTRAS, POLYGRAPHY_MIN, install_hint, older_than
 
     extras = {"torch_tensorrt": None, **{name: extra for extra, names in EXTRAS.items() for name in names}}
     present = tuple(name for name in extras if installed(name))
@@ -163,7 +155,7 @@ def module_rows(gpu: bool) -> tuple[list[Row], dict[str, bool]]:
                 rows.append(Row("environment", name, SKIPPED, f"installed; needs a GPU to import ({detail})"))
             else:
                 rows.append(Row("environment", name, FAIL, detail))
-        elif name == "polygraphy" and _older(result["version"], POLYGRAPHY_MIN):
+        elif name == "polygraphy" and older_than(result["version"], POLYGRAPHY_MIN):
             rows.append(Row("environment", name, FAIL, f"{result['version']} is older than the {POLYGRAPHY_MIN} this "
                                                        f"package needs: pip install '{name}>={POLYGRAPHY_MIN}'"))
         else:

@@ -12,7 +12,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
 #: ``layer.precision_is_set`` unguarded, and TensorRT 11 removed that property.
 POLYGRAPHY_MIN = "0.53.6"
 
-__all__ = ["EXTRAS", "POLYGRAPHY_MIN", "extra_for", "install_hint", "missing_extra_message"]
+__all__ = ["EXTRAS", "POLYGRAPHY_MIN", "extra_for", "install_hint", "missing_extra_message", "older_than"]
 
 
 def extra_for(module: str | None) -> str | None:
@@ -32,3 +32,13 @@ def missing_extra_message(exc: ImportError) -> str | None:
     if extra is None:
         return None
     return f"needs {exc.name.split('.', 1)[0]}, which is not installed: {install_hint(extra)}"
+
+
+def older_than(version: str, minimum: str) -> bool:
+    """Whether `version` sorts before `minimum` by PEP 440 (False when it cannot be read, or torch cannot load)."""
+    try:
+        from torch.torch_version import TorchVersion  # PEP 440 ordering (torch's vendored packaging) for any version
+
+        return TorchVersion(version) < minimum
+    except Exception:  # noqa: BLE001 - torch broken or a version that is no version: nothing to say about it
+        return False
