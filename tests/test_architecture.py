@@ -57,3 +57,15 @@ def test_the_cli_sits_on_top_of_both_packages():
     """The console script's module is in onnx_path (it imports both packages); none is left in torchtrt_swish."""
     assert not (ROOT / UPSTREAM / "cli.py").exists()
     assert (ROOT / DOWNSTREAM / "cli.py").is_file()
+
+
+def test_the_public_kernel_header_exposes_only_entry_points_and_their_types():
+    """swish_kernel.h, which the op and the plugin include, pulls in the bias layout and the element types, not the
+    launch internals (block sizes, FastDiv, the planners)."""
+    import re
+
+    header = (ROOT / "csrc" / "kernels" / "swish_kernel.h").read_text()
+    ours = set(re.findall(r'#include "([^"]+)"', header))
+    assert ours == {"bias_layout.h", "swish_types.h"}, ours
+    types = (ROOT / "csrc" / "kernels" / "swish_types.h").read_text()
+    assert "#include \"" not in types

@@ -6,6 +6,8 @@
 #include <climits>
 #include <cstdint>
 
+#include "swish_types.h"
+
 // FastDiv's division runs in kernels and, for the planners' tests, on the host.
 #if defined(__CUDACC__)
 #define TORCHTRT_SWISH_HOST_DEVICE __host__ __device__ __forceinline__
@@ -14,9 +16,6 @@
 #endif
 
 namespace torchtrt_swish {
-
-//! Element types every host supports. Math is always fp32; fp16/bf16 results are rounded once.
-enum class DType : int32_t { kFLOAT32 = 0, kFLOAT16 = 1, kBFLOAT16 = 2 };
 
 namespace detail {
 

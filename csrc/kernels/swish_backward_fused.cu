@@ -32,10 +32,10 @@ __global__ void __launch_bounds__(kFINAL_THREADS) finalizeColumnsKernel(float co
     if (c < C)
     {
         // A one-stage sum and the first of two give a thread at most kSUM_MAX_LANE_ROWS rows (planSums), loaded all
-        // at once before the first add: a run-time trip count under `#pragma unroll 4` left 2-3 rows a thread in the
-        // serial remainder loop, one L2 round trip each. Absent rows add +0, which leaves every sum as it was (s
-        // starts at +0). The loop after them serves the second stage past 8 x lanes slices (over 2^19 partial rows
-        // with 8 columns a block) and first stages of slices over 65535 x 4 x lanes rows; no tested shape reaches it.
+        // at once before the first add (a run-time trip count leaves rows to a serial remainder loop, one L2 round
+        // trip each). Absent rows add +0, which leaves every sum as it was (s starts at +0). The loop after them
+        // serves second stages past kSUM_MAX_LANE_ROWS x lanes slices and first stages of slices over 65535 x
+        // kSUM_SLICE_LANE_ROWS x lanes rows.
         float v[kSUM_MAX_LANE_ROWS];
 #pragma unroll
         for (int k = 0; k < kSUM_MAX_LANE_ROWS; ++k)

@@ -95,8 +95,8 @@ inline int vecWidth(DType t)
 }
 
 // Column tiles of the columns kernel: 8 packs (128 bytes of a row, whole sectors) when the row divides into them,
-// so a block spans the most rows and writes the fewest partial sums (never slower than whole-row tiles on the H200);
-// otherwise the whole row (up to a block) or 32-pack tiles.
+// so a block spans the most rows and writes the fewest partial sums; otherwise the whole row (up to a block) or
+// 32-pack tiles (measured: docs/performance-notes.md).
 inline int64_t colTilePacks(int64_t packsPerRow)
 {
     if (packsPerRow % 8 == 0)
@@ -115,8 +115,7 @@ inline void planCols(FusedPlan& plan, int64_t n, int64_t rowLen, int64_t group, 
     c.group = group;
     c.packsPerRow = rowLen / plan.vec;
     // About two blocks per SM for small tensors, rounded up so the grid fits in one wave of the three resident
-    // blocks per SM (a second, partial wave cost a quarter of the time at 2^20 elements), 64K elements per block at
-    // the most.
+    // blocks per SM (a second, partial wave is mostly idle), 64K elements per block at the most.
     int64_t const blockElems = std::clamp<int64_t>(n / (2 * sms), kTHREADS * plan.vec, kCOL_BLOCK_ELEMS);
     c.tilePacks = colTilePacks(c.packsPerRow);
     c.tiles = (c.packsPerRow + c.tilePacks - 1) / c.tilePacks;
@@ -219,12 +218,10 @@ inline void planPlanes(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, 
 }
 
 // A thread of the column sums loads its rows at once and adds them in order. A one-stage sum gives each about
-// kSUM_LANE_ROWS rows: one row a thread in up to 1024-thread blocks spent the launch in the instructions of warps that
-// each add one value ([64][256], NCHW [64,256,14,14]: 512 threads, SMs busy for 618 of 5686 cycles in ncu), where
-// inductor's 64-thread blocks add several (tools/ab_launch_shapes.sh compares 1, 2, 4 and 8). Past
+// kSUM_LANE_ROWS rows: with one row a thread the launch is spent in warps that each add one value. Past
 // kSUM_MAX_LANE_ROWS rows per thread in the widest block a tall partial matrix (small planes in a large tensor) takes
 // longer to add up than to write, so it is summed in two stages, the first over row slices of kSUM_SLICE_LANE_ROWS
-// rows per thread in parallel blocks.
+// rows per thread in parallel blocks (measurements: docs/performance-notes.md).
 constexpr int64_t kSUM_LANE_ROWS = 4;
 constexpr int64_t kSUM_MAX_LANE_ROWS = 8;
 constexpr int64_t kSUM_SLICE_LANE_ROWS = 4;

@@ -44,8 +44,8 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
     if (nFull > 0)
     {
         // All loads first, unconditionally: a thread past the block's last pack reloads that pack (same cache line,
-        // result unused). Behind `if (p < nFull)` the compiler placed the bf16 conversions (integer shifts) right
-        // after each load pair, so each pair waited for the one before: 0.91 of the floor instead of fp16's 1.01.
+        // result unused). Behind `if (p < nFull)` the compiler placed the bf16 conversions right after each load
+        // pair, so each pair waited for the one before.
 #pragma unroll
         for (int u = 0; u < kPLANE_PPT; ++u)
         {

@@ -175,8 +175,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
     }
     // Other tile widths (never grouped: planGroupedCols): combine the rowsPerStep threads that share a column element
     // with a fixed tree over the rows, in smem laid out [k][row][tilePack]: a warp's threads touch consecutive words
-    // at every step (a [row][tilePack][k] layout had 4- to 8-way bank conflicts, which cost small tensors
-    // microseconds).
+    // at every step (a [row][tilePack][k] layout has bank conflicts).
     int const rps = static_cast<int>(plan.rowsPerStep);
     auto at = [&](int k, int row) -> float& { return smem[colsTreeSlot(plan, k, row, tp)]; };
     if (tr < rps)

@@ -13,7 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include "bias_layout.h"
-#include "launch_common.h"
+#include "swish_types.h"
 
 namespace torchtrt_swish {
 

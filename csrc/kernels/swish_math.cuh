@@ -18,8 +18,8 @@
 namespace torchtrt_swish {
 namespace detail {
 
-// Backward kernels hold two input packs per unrolled step; without a cap bf16 reached 121 registers (two
-// blocks per SM). Three resident blocks (<= 85 registers, no spills) keep more loads in flight.
+// Backward kernels hold two input packs per unrolled step: a cap of three resident blocks per SM (no spills) keeps
+// more loads in flight than the registers bf16 takes uncapped.
 constexpr int kMIN_BLOCKS = 3;
 
 template <typename T>
@@ -43,7 +43,7 @@ template <>
 struct Cvt<__nv_bfloat16>
 {
     // bf16 is the top half of an fp32: a shift, written out so the compiler can schedule it freely (the header's
-    // inline-asm conversion kept the bf16 kernels at up to 121 registers).
+    // inline-asm conversion cannot be).
     static __device__ __forceinline__ float toF(__nv_bfloat16 v)
     {
         return __uint_as_float(static_cast<uint32_t>(__bfloat16_as_ushort(v)) << 16);

@@ -3,7 +3,7 @@
 // autograd, and forward-mode AD (tangents of inputs -> tangent of the output, in differentiable ATen ops).
 //
 // In C++ rather than torch.library.register_autograd: a Python autograd kernel runs on every call outside
-// inference mode (several µs of host time, also when nothing requires grad), and its generated autograd.Function
+// inference mode (host time on every call, also when nothing requires grad), and its generated autograd.Function
 // supports neither forward AD nor the torch.func transforms. Being plain autograd, this works under functorch
 // (grad, jvp, jacrev, jacfwd, hessian; vmap rules live in ops.py), torch.compile / torch.export (AOTAutograd traces
 // through it) and in TorchScript.
