@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import onnx
 from onnx.external_data_helper import ExternalDataInfo, load_external_data_for_tensor, uses_external_data
 
@@ -31,6 +32,9 @@ INLINE_LIMIT = 1_800_000_000
 _PROTOBUF_LIMIT = (2 << 30) - 1
 SIZE_THRESHOLD = 1024  # onnx.save's default: smaller tensors stay in the model file
 _CHUNK = 16 << 20
+# Packed below a byte per element: no NumPy dtype maps their raw bytes element by element.
+_SUB_BYTE = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
+             if hasattr(onnx.TensorProto, n)}
 
 __all__ = [
     "INLINE_LIMIT",
@@ -44,6 +48,7 @@ __all__ = [
     "spill_weights",
     "open_model",
     "load_weights",
+    "mapped_weights",
     "with_inferred_types",
 ]
 
@@ -62,6 +67,48 @@ def has_external_tensors(model: onnx.ModelProto) -> bool:
 def needs_external_data(model: onnx.ModelProto) -> bool:
     """True when the model must be written with a data file: it has external tensors or is too large for one file."""
     return has_external_tensors(model) or model.ByteSize() > INLINE_LIMIT
+
+
+def mapped_weights(model: onnx.ModelProto, base_dir: str | Path | None) -> tuple[onnx.ModelProto, dict]:
+    """(model without its main graph's external initializers, {name: read-only memory map of each}).
+
+    An executor that takes the maps as inputs reads the weights from the page cache instead of holding copies: a
+    model over 2 GiB otherwise costs its size twice more (the loaded proto and the NumPy arrays made from it).
+    Tensors that cannot be mapped (strings, empty ones, sub-byte types) stay initializers.
+    """
+    graph = model.graph
+    mappable = [t for t in graph.initializer if _mappable(t, base_dir)]
+    if not mappable:
+        return model, {}
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    names = {t.name for t in mappable}
+    weights = {}
+    for tensor in mappable:
+        source, offset, _ = _source(tensor, Path(base_dir))
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+        weights[tensor.name] = np.memmap(source, dtype=dtype, mode="c", offset=offset, shape=tuple(tensor.dims))
+    kept = [t for t in out.graph.initializer if t.name not in names]
+    del out.graph.initializer[:]
+    out.graph.initializer.extend(kept)
+    listed = {vi.name for vi in out.graph.input}
+    out.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                           for t in mappable if t.name not in listed)
+    return out, weights
+
+
+def _mappable(tensor: onnx.TensorProto, base_dir: str | Path | None) -> bool:
+    """An external tensor of a fixed-width NumPy dtype with at least one element, readable in place."""
+    if base_dir is None or not uses_external_data(tensor) or math.prod(tensor.dims) == 0:
+        return False
+    try:
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+    except (KeyError, ValueError):
+        return False
+    if dtype.kind in "OSU" or tensor.data_type in _SUB_BYTE:
+        return False
+    length = ExternalDataInfo(tensor).length
+    return length is None or int(length) == math.prod(tensor.dims) * dtype.itemsize
 
 
 def _source(tensor: onnx.TensorProto, base_dir: Path) -> tuple[Path, int, int | None]:

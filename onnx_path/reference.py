@@ -33,7 +33,7 @@ import torchtrt_swish
 
 from .common import SWISH_DOMAIN, SWISH_OP, is_swish_node, iter_graphs
 from .contract import attribute_problem, identity_problem, value_types
-from .external_data import has_external_tensors, load_weights
+from .external_data import has_external_tensors, load_weights, mapped_weights
 from .surgery_values import sparse_to_dense
 
 ORT_DOMAIN = "ai.onnx.contrib"
@@ -165,13 +165,15 @@ class ReferenceExecutor:
                     wide.append(_accumulate_in_float32(op, version))
                 except Exception:  # noqa: BLE001 - an op this opset lacks: the evaluator reports it as it always did
                     pass
-        runnable = _dense_initializers(load_weights(model, base_dir))
+        # The main graph's external weights go in as memory-mapped inputs, the rest is loaded.
+        runnable, self._weights = mapped_weights(model, base_dir)
+        runnable = _dense_initializers(load_weights(runnable, base_dir))
         self._evaluator = ReferenceEvaluator(runnable, new_ops=[SwishBias, *wide])
 
     @property
     def input_names(self) -> list[str]:
         """Graph input names (without initializers)."""
-        return list(self._evaluator.input_names)
+        return [n for n in self._evaluator.input_names if n not in self._weights]
 
     @property
     def output_names(self) -> list[str]:
@@ -180,7 +182,7 @@ class ReferenceExecutor:
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Outputs by name for one set of inputs."""
-        values = self._evaluator.run(None, dict(feeds))
+        values = self._evaluator.run(None, {**self._weights, **feeds})
         return dict(zip(self.output_names, values))
 
 

@@ -221,6 +221,22 @@ def test_surgery_reads_external_weights_only_for_the_bias_it_folds(ext_model):
     assert uses_external_data(kept["W"]), "a weight the surgery does not fold stays in its file, unread"
 
 
+def test_the_reference_executor_maps_the_weights_instead_of_loading_them(ext_model, monkeypatch):
+    from onnx_path import external_data
+    from onnx_path.reference import ReferenceExecutor
+
+    x = {"x": np.random.default_rng(1).standard_normal((2, 64)).astype(np.float32)}
+    expected = ReferenceExecutor(onnx.load(ext_model)).run(x)["y"]
+
+    def no_copy(*args, **kwargs):
+        raise AssertionError("a main-graph weight was loaded into memory")
+
+    monkeypatch.setattr(external_data, "load_external_data_for_tensor", no_copy)
+    executor = ReferenceExecutor(onnx.load(ext_model, load_external_data=False), ext_model.parent)
+    assert executor.input_names == ["x"]
+    np.testing.assert_array_equal(executor.run(x)["y"], expected)
+
+
 def test_shape_inference_of_a_model_over_the_limit_goes_by_path(monkeypatch):
     from onnx_path import external_data
 
