@@ -306,22 +306,17 @@ def _harness_targets(lines: list[str], trt_flags: list[str], base_cflags: list[s
         return []
     res.harness_module = harness
     targets = [harness]
-    # A stand-in libnvinfer.so.10 (registry/logger entry points only) for the self-registration tests.
-    fake_src = harness_dir / "fake_tensorrt" / "fake_nvinfer.cpp"
-    if fake_src.exists():
-        (fake_obj,) = _objects(lines, "cxx", [fake_src], "fake_tensorrt", trt_flags)
-        fake_lib = BUILD / "fake_tensorrt" / "libnvinfer.so.10"
-        lines.append(f"build {_esc(fake_lib)}: link_cxx {_esc(fake_obj)}")
-        lines.append("  ldflags = -Wl,-soname,libnvinfer.so.10 -ldl")
-        targets.append(fake_lib)
-    # A stand-in libcuda.so.1 whose stream query fails (the plugin's stream-context error path).
-    cuda_src = harness_dir / "fake_cuda" / "fake_cuda.cpp"
-    if cuda_src.exists():
-        (cuda_obj,) = _objects(lines, "cxx", [cuda_src], "fake_cuda", trt_flags)
-        cuda_lib = BUILD / "fake_cuda" / "libcuda.so.1"
-        lines.append(f"build {_esc(cuda_lib)}: link_cxx {_esc(cuda_obj)}")
-        lines.append("  ldflags = -Wl,-soname,libcuda.so.1")
-        targets.append(cuda_lib)
+    # Stand-ins, each built with the soname of the library it replaces: libnvinfer.so.10 (registry/logger entry
+    # points) for the self-registration tests, libcuda.so.1 (a failing stream query) for the stream-context error.
+    for subdir, source, soname, extra in (("fake_tensorrt", "fake_nvinfer.cpp", "libnvinfer.so.10", " -ldl"),
+                                          ("fake_cuda", "fake_cuda.cpp", "libcuda.so.1", "")):
+        src = harness_dir / subdir / source
+        if src.exists():
+            (obj,) = _objects(lines, "cxx", [src], subdir, trt_flags)
+            lib = BUILD / subdir / soname
+            lines.append(f"build {_esc(lib)}: link_cxx {_esc(obj)}")
+            lines.append(f"  ldflags = -Wl,-soname,{soname}{extra}")
+            targets.append(lib)
     return targets
 
 

@@ -3,6 +3,7 @@
 // and the grid limit are plain C++ in launch_common.h). Internal to the kernel files: hosts include swish_kernel.h.
 #pragma once
 
+#include "launch_common.h"
 #include "swish_kernel.h"
 
 #include <cuda_bf16.h>
