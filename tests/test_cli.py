@@ -236,7 +236,7 @@ def files(model_files, tmp_path):
 
 BAD_INPUTS = {
     # id: (arguments with {placeholders} from `files`, text the one error line must contain)
-    "export-opset-99": (["export", "--opset", "99", "-o", "{tmp}/o.onnx"], "opset 99"),
+    "export-opset-99": (["export", "--opset", "99", "-o", "{tmp}/o.onnx"], "--opset: must be an integer >= 11"),
     "export-input-shape-rank": (["export", "--input-shape", "5x5", "-o", "{tmp}/o.onnx"], "5x5"),
     "export-input-shape-channels": (["export", "--input-shape", "1x3x5x5", "-o", "{tmp}/o.onnx"], "1x3x5x5"),
     "export-o-under-a-file": (["export", "-o", "{file}/o.onnx"], "a_file.txt/o.onnx"),

@@ -88,6 +88,12 @@ def test_a_symlink_to_a_regular_file_is_written_through_and_stays_a_link(tmp_pat
     assert leftovers(tmp_path) == [] and leftovers(tmp_path / "real") == []
 
 
+def test_a_name_at_the_length_limit_is_written(tmp_path):
+    target = tmp_path / ("n" * 250 + ".json")  # 255 bytes, the limit of one name on Linux filesystems
+    write_text(target, "{}")
+    assert target.read_text() == "{}" and leftovers(tmp_path) == []
+
+
 def test_the_file_is_swapped_in_whole(tmp_path):
     target = tmp_path / "out.bin"
     target.write_bytes(b"old")

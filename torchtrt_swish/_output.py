@@ -111,8 +111,9 @@ def _check(paths: Sequence[Path], inputs: Sequence[Path]) -> list[Path]:
 
 
 def _reserve(target: Path) -> Path:
-    # O_EXCL: the name is ours alone; mode 0o666 before the umask, as open() gives a new file.
-    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
+    # O_EXCL: the name is ours alone; mode 0o666 before the umask, as open() gives a new file. The name is cut so
+    # that a target name near the 255-byte limit still leaves room for the temporary's prefix and suffix.
+    tmp = target.with_name(f".{target.name[:200]}.{uuid.uuid4().hex[:12]}.tmp")
     os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     return tmp
 
