@@ -15,8 +15,8 @@ Modules (import what you need; none of them needs TensorRT to import):
   factor) and the table/JSON report.
 * ``models`` — the torch models the CLI and examples build (seed Net, torchvision models with random weights).
 * ``cli`` — the ``torchtrt-swish`` console script (export, fuse, build-engine, check, doctor): the entry point, which
-  runs where torchtrt_swish cannot load; the sub-commands in ``cli_tools``, their argument types in ``cli_args``. It lives here, on top of both packages: ``onnx_path`` builds on ``torchtrt_swish``, never the other
-  way round.
+  runs where torchtrt_swish cannot load; the sub-commands in ``cli_tools``, their argument types in ``cli_args``.
+  It lives here, on top of both packages: ``onnx_path`` builds on ``torchtrt_swish``, never the other way round.
 
 The node's identity lives in ``common`` and its contract in ``contract``: op_type ``SwishBias``, domain
 ``torchtrt_swish``, attributes ``plugin_version="1"`` and ``plugin_namespace="torchtrt_swish"``, inputs
