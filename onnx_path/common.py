@@ -150,12 +150,12 @@ def load_model(path: str | Path, *, load_external_data: bool = True) -> onnx.Mod
 def save_model(model: onnx.ModelProto, path: str | Path, *, base_dir: str | Path | None = None) -> Path:
     """Save a model atomically, creating the parent folder; one with external tensors (read from `base_dir`) or
     too large for one file is written with NAME.data beside it (onnx_path.external_data)."""
-    from .external_data import needs_external_data, save_with_external_data
+    from . import external_data
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if needs_external_data(model):
-        return save_with_external_data(model, path, base_dir)
+    if external_data.needs_external_data(model):
+        return external_data.save(model, path, base_dir)
     with atomic_output(path) as tmp:
         onnx.save(model, str(tmp))
     return path
