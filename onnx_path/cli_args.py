@@ -44,8 +44,8 @@ def number_arg(kind: type, minimum: float, *, inclusive: bool = True, maximum: f
 
 
 def _number(value: float) -> str:
-    # Integers in full (a seed's bound is 9223372036854775807, not 9.22337e+18); other numbers short.
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+    # Integers in full (a seed's bound is 9223372036854775807, not 9.22337e+18), other numbers exactly as Python reads.
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 #: The largest axis size an argument may ask for: larger ones cannot be allocated anyway, and sizes beyond int64 make
@@ -61,7 +61,7 @@ seed_arg = number_arg(int, 0, maximum=MAX_SEED)
 size_arg = number_arg(int, 1, maximum=MAX_SIZE)  # a batch or axis size
 iterations_arg = number_arg(int, 1, maximum=10_000)  # each iteration runs every executor once: more never ends
 scale_arg = number_arg(float, 0, inclusive=False, maximum=1e4)  # 8 sigma beyond 1e4 overflows float16 (65504)
-workspace_arg = number_arg(float, 0, inclusive=False, maximum=2**20)  # GiB; 2**20 GiB = 1 PiB, past any GPU
+workspace_arg = number_arg(float, 2**-10, maximum=2**20)  # GiB: 1 MiB (less rounds to 0 bytes) to 1 PiB
 
 
 def opset_arg(text: str) -> int:

@@ -57,7 +57,7 @@ def test_export_numbers_out_of_range(option, value, tmp_path, capsys):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "nan", "1e300", str(2**20 + 1)])
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "1e300", str(2**20 + 1), "1e-300"])
 def test_build_engine_workspace_out_of_range(value, seed_onnx, tmp_path, capsys):
     line = usage_error(["build-engine", str(seed_onnx), "-o", str(tmp_path / "e.engine"), "--workspace-gib", value],
                        capsys)
