@@ -219,7 +219,8 @@ class BuildEngine(Tool):
         parser.add_argument("--plugin", type=Path, default=None,
                             help="plugin library (default: the one in the package)")
         parser.add_argument("--workspace-gib", type=workspace_arg, default=None,
-                            help="builder workspace limit in GiB, 0.0009765625 (1 MiB) to 1048576 (default: TensorRT's)")
+                            help="builder workspace limit in GiB, 0.0009765625 (1 MiB) to 1048576 "
+                                 "(default: TensorRT's)")
         parser.add_argument("--verbose", action="store_true", help="TensorRT verbose log")
 
     def run(self, args) -> int:
