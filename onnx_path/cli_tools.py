@@ -200,6 +200,17 @@ class Fuse(Tool):
         return EXIT_OK
 
 
+def _profile_shapes(option: str, text: str | None) -> dict:
+    """parse_shape_spec(text); UsageError naming the option and the value when it is no spec or a size is too large."""
+    try:
+        shapes = parse_shape_spec(text)
+    except ValueError as exc:
+        raise UsageError(f"{option} {text}: {exc}") from None
+    if (big := next(((n, s) for n, s in shapes.items() if any(d > MAX_SIZE for d in s)), None)) is not None:
+        raise UsageError(f"{option} {text}: a size of {big[0]!r} is larger than {MAX_SIZE}")
+    return shapes
+
+
 class BuildEngine(Tool):
     """ONNX -> TensorRT engine with the SwishBias plugin (needs TensorRT)"""
 
@@ -232,10 +243,7 @@ class BuildEngine(Tool):
         path = _existing_file(args.input)
         _check_paths({"input": path, "--plugin": args.plugin}, {"-o": args.output})
         check_swish_nodes(load_model(path), str(path))  # the plugin's rejection, said before TensorRT is involved
-        try:
-            shapes = {k: parse_shape_spec(getattr(args, f"{k}_shapes")) for k in ("min", "opt", "max")}
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+        shapes = {k: _profile_shapes(f"--{k}-shapes", getattr(args, f"{k}_shapes")) for k in ("min", "opt", "max")}
         _progress(f"building a {args.precision} TensorRT engine from {path} ...")
 
         def build():

@@ -64,6 +64,13 @@ def test_build_engine_workspace_out_of_range(value, seed_onnx, tmp_path, capsys)
     assert "--workspace-gib" in line and value in line, line
 
 
+@pytest.mark.parametrize("option, value", [("--min-shapes", "x=1"), ("--opt-shapes", "x:1x-1"),
+                                           ("--max-shapes", "x:99999999999999999999x1x5x5")])
+def test_build_engine_profile_shapes_name_the_option(option, value, seed_onnx, tmp_path, capsys):
+    line = usage_error(["build-engine", str(seed_onnx), "-o", str(tmp_path / "e.engine"), option, value], capsys)
+    assert line.startswith(f"torchtrt-swish build-engine: error: {option} {value}: "), line
+
+
 def test_the_bounds_themselves_are_accepted(seed_onnx, tmp_path, capsys):
     # The largest seed goes through every generator: torch's, NumPy's and seed + 1 for BatchNorm calibration.
     assert main(["check", str(seed_onnx), "--torch-model", "seed-net", "--seed", str(MAX_SEED)]) == EXIT_OK
