@@ -205,4 +205,7 @@ def __getattr__(name: str):
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # `python -m onnx_path.cli`: the module's own copy, whose UsageError is the one the sub-commands raise.
+    from onnx_path.cli import main as _main
+
+    sys.exit(_main())

@@ -178,6 +178,9 @@ def test_exit_codes_through_a_real_process(seed_onnx, tmp_path):
     bad = subprocess.run([*run, "fuse", str(tmp_path / "missing.onnx"), "-o", "x.onnx"], capture_output=True,
                          text=True)
     assert bad.returncode == 2 and "no such file" in bad.stderr
+    usage = subprocess.run([*run, "check", str(seed_onnx)], capture_output=True, text=True, timeout=600)
+    assert usage.returncode == 2 and "needs exactly one reference" in usage.stderr, usage.stderr
+    assert "Traceback" not in usage.stderr
 
 
 def test_torchvision_round_trip_export_fuse_check(tmp_path, capsys):
