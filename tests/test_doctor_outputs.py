@@ -159,3 +159,12 @@ def test_the_console_script_and_python_m_agree(tmp_path):
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=tmp_path)
         assert proc.returncode == doctor.EXIT_USAGE and "is a FIFO" in proc.stderr, (argv, proc.stderr)
         assert kind(fifo) == "fifo"
+
+
+def test_the_readme_states_the_doctors_rules():
+    # The CLI rules name the doctor, and the doctor's section the import timeout it really has.
+    text = " ".join((ROOT / "README.md").read_text().split())
+    rules = text[text.index("*Output targets.*"):text.index("`fuse` on a model that already has")]
+    assert "`doctor --json PATH` writes its file through the same output helper" in rules
+    assert "`torchtrt-swish doctor` still runs" in rules
+    assert f"each import it probes has a {doctor.IMPORT_TIMEOUT_S} s timeout of its own" in text
