@@ -84,7 +84,7 @@ def needs_external_data(model: onnx.ModelProto) -> bool:
 
 
 def mapped_weights(model: onnx.ModelProto, base_dir: str | Path | None) -> tuple[onnx.ModelProto, dict]:
-    """(model without its main graph's external initializers, {name: read-only memory map of each}).
+    """(model without its main graph's external initializers, {name: copy-on-write memory map of each}).
 
     An executor that takes the maps as inputs reads the weights from the page cache instead of holding copies: a
     model over 2 GiB otherwise costs its size twice more (the loaded proto and the NumPy arrays made from it).
@@ -101,6 +101,7 @@ def mapped_weights(model: onnx.ModelProto, base_dir: str | Path | None) -> tuple
     for tensor in mappable:
         source, offset, _ = _source(tensor, Path(base_dir))
         dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+        # mode "c": an op that wrote to its input would write to private pages, never to the file.
         weights[tensor.name] = np.memmap(source, dtype=dtype, mode="c", offset=offset, shape=tuple(tensor.dims))
     kept = [t for t in out.graph.initializer if t.name not in names]
     del out.graph.initializer[:]
