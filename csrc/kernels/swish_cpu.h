@@ -1,5 +1,6 @@
 // The host-agnostic half of the CPU op: how a flat range splits into runs of one bias pattern, and the
-// thread-count-independent plan and fixed-order sums of the bias gradient. Header-only, no torch.
+// thread-count-independent plan, task ranges and fixed-order combine of the bias gradient. Header-only, no torch; the
+// per-instruction-set summing loops live in csrc/torch/swish_cpu_vec.cpp.
 //
 // The elementwise math itself (x / (1 + exp(-x)) + b and its gradient, vectorized) lives on the torch side in
 // csrc/torch/swish_cpu_vec.cpp: it is written with ATen's at::vec (the SLEEF exp and the fp16/bf16 conversions
@@ -123,30 +124,6 @@ inline BiasGradPlan planBiasGrad(int64_t outer, int64_t channels, int64_t inner)
     return p;
 }
 
-// laneSum and biasGradTask take a type Unique local to the file that calls them: swish_cpu_vec.cpp is compiled once
-// per instruction set, and a distinct type per copy gives each its own (vectorized for that set) instantiation,
-// where a shared one would leave the linker to keep a single copy for all.
-
-//! Sum of p[0, len) in Acc with eight lanes chosen by position, combined pairwise: a fixed order that vectorizes.
-template <typename T, typename Acc, typename Unique>
-inline Acc laneSum(T const* p, int64_t len)
-{
-    Acc lane[8] = {};
-    int64_t i = 0;
-    for (; i + 8 <= len; i += 8)
-    {
-        for (int j = 0; j < 8; ++j)
-        {
-            lane[j] += static_cast<Acc>(p[i + j]);
-        }
-    }
-    for (int j = 0; i < len; ++i, ++j)
-    {
-        lane[j] += static_cast<Acc>(p[i]);
-    }
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-}
-
 //! What task t of the plan covers: rows [o0, o1), channels [c0, c1), inner elements [k0, k0 + len); its sums go to
 //! partial row `row` (row block * segs + segment).
 struct BiasGradTaskRange
@@ -165,36 +142,6 @@ inline BiasGradTaskRange biasGradTaskRange(BiasGradPlan const& p, int64_t t)
     int64_t const k0 = sg * p.segLen;
     return BiasGradTaskRange{o0, std::min(p.outer, o0 + p.rowsPerBlock), c0, std::min(p.channels, c0 + p.chansPerTile),
         k0, std::min(p.inner, k0 + p.segLen) - k0, rs};
-}
-
-//! Task t of the plan: partial[row * channels + c] for the channels of its tile (biasGradTaskRange).
-template <typename T, typename Acc, typename Unique>
-void biasGradTask(T const* g, BiasGradPlan const& p, int64_t t, Acc* partial)
-{
-    BiasGradTaskRange const r = biasGradTaskRange(p, t);
-    Acc* acc = partial + r.row * p.channels;
-    for (int64_t c = r.c0; c < r.c1; ++c)
-    {
-        acc[c] = Acc(0);
-    }
-    for (int64_t o = r.o0; o < r.o1; ++o)
-    {
-        T const* row = g + o * p.channels * p.inner;
-        if (p.inner == 1)
-        {
-            for (int64_t c = r.c0; c < r.c1; ++c)
-            {
-                acc[c] += static_cast<Acc>(row[c]);
-            }
-        }
-        else
-        {
-            for (int64_t c = r.c0; c < r.c1; ++c)
-            {
-                acc[c] += laneSum<T, Acc, Unique>(row + c * p.inner + r.k0, r.len);
-            }
-        }
-    }
 }
 
 //! dbias[c] for c in [cBegin, cEnd): the partials added in row-block, then segment order, rounded once.

@@ -23,7 +23,8 @@ struct Kernels
         c10::ScalarType dtype, void const* x, void const* bias, void* y, int64_t begin, int64_t end, BiasSpec spec);
     //! dx[i] = g[i] * s * (1 + x[i] * (1 - s)), s = 1 / (1 + exp(-x[i])), computed in fp32 (fp64), rounded once.
     void (*backward)(c10::ScalarType dtype, void const* g, void const* x, void* dx, int64_t begin, int64_t end);
-    //! Tasks [begin, end) of plan over g (cpu::biasGradTask, fp64 partials): the same bits on every instruction set.
+    //! Tasks [begin, end) of plan over g (cpu::biasGradTaskRange each, fp64 partials): the same bits on every
+    //! instruction set.
     void (*biasGrad)(c10::ScalarType dtype, void const* g, cpu::BiasGradPlan const& plan, int64_t begin, int64_t end,
         double* partial);
 };
