@@ -40,7 +40,8 @@ class _Parser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # Python 3.13's rule: `--atol -1e-3` is a negative number to refuse by value, not a missing argument.
+        # `--atol -1e-3` is a value to refuse by its range (argparse's own pattern misses exponents, and took it for
+        # an option: "expected one argument"); no option of this parser starts with "-" and a digit.
         self._negative_number_matcher = re.compile(r"-\.?\d")
 
     def error(self, message: str):
