@@ -4,6 +4,7 @@ Each is a Tool: its arguments (types from onnx_path.cli_args) and its run(), whi
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -312,16 +313,15 @@ class Check(Tool):
 
     def run(self, args) -> int:
         """Parity report (Polygraphy) of an ONNX file's CPU executors (and a TensorRT engine) against a reference."""
-        from onnx_path.common import (
-            SWISH_ELEM_TYPES,
-            elem_type_name,
-            first_line,
-            graph_inputs,
-            load_model,
-            numpy_dtype_for,
-        )
+        with contextlib.ExitStack() as scratch:  # the models' scratch copies of their weights, removed at the end
+            return self._run(args, scratch)
+
+    def _run(self, args, scratch: contextlib.ExitStack) -> int:
+        """run() with `scratch`, which holds the open models until the report is done."""
+        from onnx_path.common import SWISH_ELEM_TYPES, elem_type_name, first_line, graph_inputs, numpy_dtype_for
         from onnx_path.contract import check_swish_nodes
         from onnx_path.export import ExportError
+        from onnx_path.external_data import open_model
         from onnx_path.parity import (
             FeedError,
             RunFailure,
@@ -336,9 +336,9 @@ class Check(Tool):
             raise UsageError("check needs exactly one reference: --torch-model SPEC or --reference ORIGINAL.onnx")
         _check_paths({"input": args.input, "--reference": args.reference, "--engine": args.engine},
                      {"--json": args.json})
-        # The weights stay in their files: the executors read them from there (a model over 2 GiB cannot be
-        # serialized whole).
-        model, base_dir = load_model(args.input, load_external_data=False), Path(args.input).parent
+        # The weights stay in their files (a scratch file for a large single-file model): the executors read them
+        # from there (a model over 2 GiB cannot be serialized whole, one near it costs its size many times over).
+        model, base_dir = scratch.enter_context(open_model(args.input))
         # Before anything runs: a node the plugin would reject must not be reported as passing on the CPU.
         check_swish_nodes(model, str(args.input))
         if args.engine is not None:
@@ -358,7 +358,7 @@ class Check(Tool):
         if unknown := [b for b in backends if b not in ("reference", "ort")]:
             raise UsageError(f"unknown backend(s) {unknown}; choose from reference, ort")
         torch_model = reference = None
-        reference_dir = Path(args.reference).parent if args.reference else None  # the baseline is the reference
+        reference_dir = None  # the reference's weights' folder (open_model), which is also the baseline's
         if args.torch_model:
             # Same example shape as the export (BatchNorm calibration of torchvision models depends on it).
             dims = inputs[0].type.tensor_type.shape.dim
@@ -367,7 +367,7 @@ class Check(Tool):
             if (why := torch_output_mismatch(torch_model, example, model)) is not None:
                 raise UsageError(f"{args.input} does not match --torch-model {args.torch_model}: {why}")
         else:
-            reference = load_model(args.reference, load_external_data=False)
+            reference, reference_dir = scratch.enter_context(open_model(args.reference))
         try:
             feeds = random_feeds(model, batch=args.batch, dims=args.dims, seed=args.seed, count=args.iterations,
                                  scale=args.scale)
