@@ -141,6 +141,26 @@ def test_check_gives_the_executors_the_weights_folder(ext_model, tmp_path, capsy
     assert "onnxruntime+swish" in out and "onnx-reference+swish" in out and "overall: PASS" in out
 
 
+def test_check_of_a_large_single_file_model_reads_its_weights_from_a_scratch_file(tmp_path, capsys, monkeypatch):
+    import tempfile
+
+    from onnx_path import external_data
+
+    path = tmp_path / "m.onnx"
+    onnx.save(matmul_swish(), path)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setattr(external_data, "SPILL_LIMIT", 1000)  # this model counts as large
+    used = []
+    real = external_data.spill_weights
+    monkeypatch.setattr(external_data, "spill_weights", lambda m, where: used.append(where) or real(m, where))
+    assert main(["check", str(path), "--reference", str(path)]) == EXIT_OK, capsys.readouterr().err
+    assert "overall: PASS" in capsys.readouterr().out
+    assert len(used) == 2 and all(Path(w).parent == scratch for w in used), used
+    assert not list(scratch.iterdir()), "the scratch folders are removed when the check ends"
+
+
 def test_a_data_file_that_is_the_inputs_weights_is_refused(tmp_path, capsys):
     # The input keeps its weights in f.onnx.data: fusing to -o f.onnx would write them over.
     path = tmp_path / "m.onnx"
