@@ -41,10 +41,31 @@ def _key(bp_module, dtype, n, channels, inner, aligned, sms):
     return (PACK[dtype], n, channels, inner, aligned, flat)
 
 
+def plan_class(plan: dict, n: int, inner: int) -> tuple:
+    """What distinguishes the walks of two plans beyond their sizes: the family and pack width; for columns the
+    reduction (shuffle or tree), a partial last tile, several and partial row chunks; for planes the lanes, several
+    and partial blocks, a partial last pack; for rows several and partial chunks and a tail; one or two sum stages."""
+    kind, vec = plan["kind"], plan["vec"]
+    two = plan["sum_slices"] > 1
+    if kind == "cols":
+        c = plan["cols"]
+        return (kind, c["group"] > 1, vec, 32 % c["tile_packs"] == 0, c["packs_per_row"] % c["tile_packs"] != 0,
+                c["row_chunks"] > 1, c["rows"] % c["rows_per_block"] != 0, two)
+    if kind == "planes":
+        q = plan["planes"]
+        span = inner if q["shape"] == "split" else n
+        return (kind, q["shape"], vec, q["lanes"], plan["blocks"] > 1, span % q["block_elems"] != 0, n % vec != 0, two)
+    if kind == "rows":
+        r = plan["rows"]
+        return (kind, vec, r["chunks"] > 1, n % r["chunk_elems"] != 0, n % vec != 0, two)
+    return (kind,)
+
+
 def _cases(bp_module, raw, budget=BUDGET_ELEMS, largest=MAX_ELEMS):
-    """raw (dtype, n, channels, inner, aligned, sms) cases, one per distinct plan: all of them from the smallest up
-    while half the budget lasts, then a seeded sample of the larger ones for the other half."""
-    seen, out = set(), []
+    """raw (dtype, n, channels, inner, aligned, sms) cases, one per distinct plan: first the smallest case of every
+    plan class (plan_class), whatever the budget, then every plan from the smallest up while half the budget lasts,
+    then a seeded sample of the larger ones for the rest."""
+    seen, out, classes = set(), [], {}
     for case in sorted(set(raw), key=lambda c: (c[1], c)):
         if case[1] > largest or case[1] < 1:
             continue
@@ -52,12 +73,16 @@ def _cases(bp_module, raw, budget=BUDGET_ELEMS, largest=MAX_ELEMS):
         if key not in seen:
             seen.add(key)
             out.append(case)
-    total, dense = 0, []
-    while out and total + out[0][1] <= budget // 2:
-        total += out[0][1]
-        dense.append(out.pop(0))
-    random.Random(len(out)).shuffle(out)
-    for case in out:
+            classes.setdefault(plan_class(bp_module.plan(*case), case[1], case[3]), case)
+    must = set(classes.values())
+    dense = list(must)
+    total = sum(c[1] for c in dense)
+    rest = [c for c in out if c not in must]
+    while rest and total + rest[0][1] <= budget // 2:
+        total += rest[0][1]
+        dense.append(rest.pop(0))
+    random.Random(len(rest)).shuffle(rest)
+    for case in rest:
         if total + case[1] <= budget:
             total += case[1]
             dense.append(case)
@@ -164,3 +189,20 @@ def test_switch_points_of_every_sm_count(bp):
     assert not broken, broken[:5]
     two_stage = [c for c in cases if bp.plan(*c)["sum_slices"] > 1]
     assert two_stage, "no case reached the two-stage column sums"
+
+
+def test_column_sums_of_tall_partial_matrices(bp):
+    """The column sums on their own, on partial matrices taller than any walked tensor gives: one and two stages,
+    first-stage slices at their 65535 cap on the grid's y, the second stage past eight rows a thread (its remainder
+    loop), C from 1 to 1100."""
+    cases = [(r, c) for c in (1, 2, 3, 7, 8, 9, 64, 257, 1100) for r in (1, 2, 31, 32, 33, 1023, 1024, 1025, 4097)]
+    rng = random.Random(34)
+    cases += [(rng.randint(1, 20000), rng.randint(1, 1100)) for _ in range(60)]
+    # two stages with a second stage over 8 x lanes slices: 8 columns a block (128 lanes), slices of 512 rows
+    cases += [(512 * 1025, 8), (512 * 1025 + 7, 9), (4096 * 8193, 1)]
+    slices = {}
+    for rows, channels in cases:
+        why, slices[rows, channels] = bp.prove_sums(rows, channels)
+        assert not why, (rows, channels, why)
+    assert slices[1024, 64] == 1 < slices[1025, 64], "the one/two-stage switch is not crossed"
+    assert slices[512 * 1025, 8] > 8 * 128, "no second stage past eight slices a thread"

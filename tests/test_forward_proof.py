@@ -36,7 +36,7 @@ def _prove(bp_module, raw, complete=False):
     assert not broken, f"{len(broken)} of {len(cases)} plans break a rule, first: {broken[:5]}"
     assert not (complete and left_out), f"the budget leaves out {len(left_out)} cases, first {left_out[:3]}"
     modes = {(MODES[l["mode"]], l["vec"] > 1) for c in cases for l in bp_module.forward_plan(*c)}
-    return modes, len(cases)
+    return modes, cases
 
 
 def _flags():
@@ -66,9 +66,9 @@ def test_every_channel_count_and_plane_size(bp):
         outer = rng.randint(1, 3000)
         if outer * channels * inner <= 1 << 22:
             raw.append((d, outer * channels * inner, channels, inner, rng.random() < 0.8, rng.random() < 0.8))
-    modes, count = _prove(bp, raw)
+    modes, cases = _prove(bp, raw)
     assert {m for m, _ in modes} == set(MODES.values()), modes
-    assert count > 5000, count
+    assert len(cases) > 5000, len(cases)
 
 
 def test_switch_points_of_the_launch_shapes(bp):
@@ -79,14 +79,19 @@ def test_switch_points_of_the_launch_shapes(bp):
         for packs in (1 << 17, 1 << 18) + ((1 << 20,) if d == "bfloat16" else ()):
             for delta in (-1, 0, 1):
                 n = (packs + delta) * vw
+                raw += [(d, n, 1, 1, False, True), (d, n, 2, 7, False, False)]  # misaligned: element-wise launches
                 raw += [(d, n, 1, 1, True, True), (d, n + 3, 1, 1, True, True), (d, n, 64, 1, True, True),
                         (d, n, 8 * vw, 1, True, True)]
-                raw += [(d, n - n % (4 * 49), 4, 49, True, True), (d, n - n % (2 * 16), 2, 16, True, True)]
+                for sample, c, inner in ((4 * 49, 4, 49), (2 * 16, 2, 16), (3 * 5, 3, 5)):
+                    raw += [(d, n - n % sample, c, inner, True, True), (d, n + (-n) % sample, c, inner, True, True)]
         # a fixed bias per thread (C / pack a power of two) in both launch shapes: C / pack up to 256
         for k in range(9):
             channels = vw * 2 ** k
             for packs in ((1 << 18) - 1, (1 << 18) + 1):
                 rows = -(-packs * vw // channels)
                 raw.append((d, rows * channels, channels, 1, True, True))
-    modes, _ = _prove(bp, raw, complete=True)
-    assert ("scalar", True) in modes and ("span2", True) in modes
+    modes, cases = _prove(bp, raw, complete=True)
+    shapes = {(MODES[l["mode"]], l["vec"] > 1, l["ppt"]) for c in cases for l in bp.forward_plan(*c)}
+    for mode in ("scalar", "span2", "uniform_vec", "last_vec", "last_fixed", "periodic"):
+        assert {(mode, True, 1), (mode, True, 2)} <= shapes, (mode, sorted(shapes))
+    assert {("scalar", False, 1), ("scalar", False, 2), ("periodic", False, 1)} <= shapes, sorted(shapes)

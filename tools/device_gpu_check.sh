@@ -122,12 +122,14 @@ if [[ $steps == *issue30* ]]; then
     xdist=$(python3 -c 'import xdist' 2>/dev/null && echo "-n 4")
     t30=$(date +%s)
     ( PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout -k 5 ${SANITIZE_TIMEOUT:-330} compute-sanitizer --tool memcheck \
-          --error-exitcode 3 python3 tools/sanitize_op.py --switch-points --random ${SANITIZE_RANDOM:-150} \
-          > "$OUT/sanitize_memcheck.log" 2>&1
+          --error-exitcode 3 python3 tools/sanitize_op.py --switch-points --max-elems $((1 << 23)) \
+          --random ${SANITIZE_RANDOM:-150} > "$OUT/sanitize_memcheck.log" 2>&1
+      echo $? > "$OUT/sanitize_memcheck.rc"
       echo "sanitizer memcheck (caching off, switch points + random): exit $? :: $(grep -E "ERROR SUMMARY|sanitize_op:" "$OUT/sanitize_memcheck.log" | tr '\n' ' ') at $(( $(date +%s) - t30 )) s" ) &
     ( timeout -k 5 ${SANITIZE_TIMEOUT:-330} compute-sanitizer --tool racecheck --error-exitcode 3 \
           python3 tools/sanitize_op.py --switch-points --max-elems $((1 << 19)) --random ${RACECHECK_RANDOM:-20} \
           > "$OUT/sanitize_racecheck.log" 2>&1
+      echo $? > "$OUT/sanitize_racecheck.rc"
       echo "sanitizer racecheck (switch points + random): exit $? :: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|sanitize_op:" "$OUT/sanitize_racecheck.log" | tr '\n' ' ') at $(( $(date +%s) - t30 )) s" ) &
     TORCHTRT_SWISH_PROPERTY_SECONDS=${PROPERTY_SECONDS:-60} timeout 340 python3 -m pytest -q -p no:cacheprovider -m cuda -rs \
         $xdist ${TESTS:-tests} > "$OUT/pytest_cuda.log" 2>&1
@@ -136,6 +138,9 @@ if [[ $steps == *issue30* ]]; then
     echo "pytest -m cuda: exit $prc at $(( $(date +%s) - t30 )) s"
     [ $prc -eq 0 ] || rc=1
     wait
+    for tool in memcheck racecheck; do
+        [ "$(cat "$OUT/sanitize_$tool.rc" 2>/dev/null)" = 0 ] || { echo "sanitizer $tool failed"; rc=1; }
+    done
     [ -n "${NO_LAYOUTS:-}" ] || layouts_bench ${LAYOUT_SECONDS:-150}
 fi
 if [[ $steps == *layouts* ]]; then

@@ -41,7 +41,9 @@ def layout_cases(dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 
 def switch_point_run(random_cases: int, max_elems: int) -> int:
-    """Forward and backward of every switch-point case (aligned and misaligned) and of random layouts."""
+    """Forward and backward of every switch-point case (aligned and misaligned) and of random layouts; the values
+    are checked by tests/test_kernels_property_gpu.py, here only the memory the kernels touch matters."""
+    import math
     import random
 
     from test_kernels_property_gpu import _random_case
@@ -49,19 +51,23 @@ def switch_point_run(random_cases: int, max_elems: int) -> int:
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     cases = switch_points.switch_point_cases(sms, max_elems)
-    wrong = [why for i, c in enumerate(cases) for m in (False, True)
-             if (why := switch_points.check_case(c, "cuda", seed=i, misaligned=m))]
+    for case in cases:
+        dtype = getattr(torch, case.dtype)
+        flat = torch.randn(math.prod(case.x_shape) + 1, device="cuda", dtype=dtype)
+        b = torch.randn(case.bias_shape, device="cuda", dtype=dtype)
+        for x in (flat[:-1].view(case.x_shape), flat[1:].view(case.x_shape)):  # aligned, then 2 or 4 bytes off
+            torchtrt_swish.swish(x, b)
+            torch.ops.torchtrt_swish.swish_backward(torch.randn_like(x), x, b)
     rng = random.Random(3030)
     for _ in range(random_cases):
         x, b, g, _ = _random_case(rng)
         torch.ops.torchtrt_swish.swish_backward(g, x, b)
         torchtrt_swish.swish(x, b)
     torch.cuda.synchronize()
-    print(f"sanitize_op: {2 * len(cases)} switch-point cases on {sms} SMs ({len(wrong)} wrong), "
+    stages = sum(1 for c in cases if c.plan[1] > 1)
+    print(f"sanitize_op: {2 * len(cases)} switch-point cases on {sms} SMs ({stages} with two-stage sums), "
           f"{random_cases} random layouts ran")
-    for why in wrong[:5]:
-        print("  wrong:", why)
-    return 1 if wrong else 0
+    return 0
 
 
 def main() -> int:

@@ -80,8 +80,17 @@ def _batches(limit: int) -> list[int]:
     return out
 
 
+# The planner sizes blocks for about two per SM, between a floor and a cap (swish_backward_plan.h): rows chunks of
+# 256 to 2048 packs of 256 threads, column blocks of 256 packs to 64K elements, planes blocks of 256 to 1024 packs.
+# Where n / (2 sms) crosses them the block shapes change on one GPU and not on another.
+def _size_edges(sms: int, vec: int) -> tuple[int, ...]:
+    return tuple(2 * sms * e for e in (256 * vec, 1024 * vec, 2048 * vec, 65536))
+
+
 def switch_point_cases(sms: int, max_elems: int = 1 << 24) -> list[Case]:
-    """Shapes on both sides of each switch of the planner along the batch of each base layout on `sms` SMs."""
+    """Shapes on both sides of each switch of the planner along the batch of each base layout on `sms` SMs: every
+    change of plan family or of column-sum stages, and the batches where the block sizes leave their floor or reach
+    their cap on this many SMs."""
     cases: list[Case] = []
     for dtype, sample, kind in _BASES:
         per = math.prod(sample)
@@ -89,7 +98,9 @@ def switch_point_cases(sms: int, max_elems: int = 1 << 24) -> list[Case]:
         bias = _bias_shape(sample, kind)
         grid = _batches(limit)
         plans = {b: plan_of(dtype, b, sample, kind, sms) for b in grid}
-        found = {grid[0]}
+        vec = 4 if dtype == "float32" else 8
+        found = {grid[0]} | {b for edge in _size_edges(sms, vec) for b in (edge // per, edge // per + 1)
+                             if 1 <= b <= limit}
         for lo, hi in zip(grid, grid[1:]):
             if plans[lo] == plans[hi]:
                 continue

@@ -23,10 +23,8 @@ __global__ void __launch_bounds__(kFINAL_THREADS) finalizeColumnsKernel(float co
     int const shift = __ffs(colsPer) - 1;
     SumThread const th = sumThread(shift, static_cast<int>(threadIdx.x), blockIdx.x, blockIdx.y, R, sliceRows);
     int const tx = th.tx;
-    int const ty = th.ty;
     int const lanes = static_cast<int>(blockDim.x) >> shift;
     int64_t const c = th.c;
-    int64_t const r0 = th.r0;
     int64_t const r1 = th.r1;
     float s = 0.0f;
     if (c < C)
@@ -40,7 +38,7 @@ __global__ void __launch_bounds__(kFINAL_THREADS) finalizeColumnsKernel(float co
 #pragma unroll
         for (int k = 0; k < kSUM_MAX_LANE_ROWS; ++k)
         {
-            int64_t const r = r0 + ty + static_cast<int64_t>(k) * lanes;
+            int64_t const r = sumRow(th, k, lanes);
             v[k] = r < r1 ? partial[r * C + c] : 0.0f;
         }
 #pragma unroll
@@ -48,7 +46,7 @@ __global__ void __launch_bounds__(kFINAL_THREADS) finalizeColumnsKernel(float co
         {
             s += v[k];
         }
-        for (int64_t r = r0 + ty + kSUM_MAX_LANE_ROWS * static_cast<int64_t>(lanes); r < r1; r += lanes)
+        for (int64_t r = sumRow(th, kSUM_MAX_LANE_ROWS, lanes); r < r1; r += lanes)
         {
             s += partial[r * C + c];
         }

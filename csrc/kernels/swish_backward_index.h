@@ -33,6 +33,13 @@ TORCHTRT_SWISH_HOST_DEVICE RowsBlock rowsBlock(RowsPlan const& p, uint32_t b)
     return RowsBlock{begin, minOf(p.chunkElems, p.len - begin), static_cast<int64_t>(b)};
 }
 
+//! Pack u of an unrolled backward step starting at pack `base` (swish_backward_step.cuh; the rows kernel's threads
+//! start at their index and stride kTHREADS * kUNROLL packs).
+TORCHTRT_SWISH_HOST_DEVICE int64_t stepPack(int64_t base, int u)
+{
+    return base + static_cast<int64_t>(u) * kTHREADS;
+}
+
 // ------------------------------------------------------------------------------------------------- columns kernel
 
 //! Block b of the columns kernel: rows [r0, r1) of column tile `tile`; its sums form partial row `rowChunk`.
@@ -87,6 +94,18 @@ TORCHTRT_SWISH_HOST_DEVICE bool colsShuffles(ColsPlan const& p)
 TORCHTRT_SWISH_HOST_DEVICE int colsWarpSlot(ColsPlan const& p, int warp, int lane, int k, int vec)
 {
     return warp * static_cast<int>(p.tilePacks) * vec + lane * vec + k;
+}
+
+//! Shuffle reduction: the shared-memory word column sum t adds from warp `warp` (colsWarpSlot's layout).
+TORCHTRT_SWISH_HOST_DEVICE int colsSumSlot(ColsPlan const& p, int warp, int t, int vec)
+{
+    return warp * static_cast<int>(p.tilePacks) * vec + t;
+}
+
+//! Grouped: the shared-memory word (a column sum, stored at its column) that group thread t adds j-th.
+TORCHTRT_SWISH_HOST_DEVICE int colsGroupSlot(ColsPlan const& p, int t, int j)
+{
+    return t * static_cast<int>(p.group) + j;
 }
 
 //! Shuffle reduction, ungrouped: the partial cell of the column sum thread t of block (rowChunk, tile) writes, or
@@ -154,6 +173,30 @@ TORCHTRT_SWISH_HOST_DEVICE PlanesBlock planesBlock(PlanesPlan const& p, uint32_t
         k.planes = minOf(p.blockPlanes, p.planes - static_cast<int64_t>(b) * p.blockPlanes);
     }
     return k;
+}
+
+//! Pack u of thread t of a planes block (kPLANE_PPT packs a thread, kTHREADS apart).
+TORCHTRT_SWISH_HOST_DEVICE int planesPack(int t, int u)
+{
+    return t + u * kTHREADS;
+}
+
+//! The slot (channel or plane) thread t adds in the round starting at slot w0, and its lane within the slot: lanes
+//! consecutive threads per slot (a power of two dividing the warp: the xor tree adds them).
+TORCHTRT_SWISH_HOST_DEVICE int planesSlot(PlanesPlan const& p, int w0, int t)
+{
+    return w0 + t / p.lanes;
+}
+
+TORCHTRT_SWISH_HOST_DEVICE int planesLane(PlanesPlan const& p, int t)
+{
+    return t & (p.lanes - 1);
+}
+
+//! The next pack lane `lane` adds after pack pk of a plane.
+TORCHTRT_SWISH_HOST_DEVICE int planesNextPack(PlanesPlan const& p, int pk)
+{
+    return pk + p.lanes;
 }
 
 //! Of the `count` elements of the pack at block-local element e0, how many lie in the plane e0 is in (its head;
@@ -249,6 +292,12 @@ TORCHTRT_SWISH_HOST_DEVICE SumThread sumThread(int shift, int thread, uint32_t b
     int64_t const r0 = static_cast<int64_t>(by) * sliceRows;
     return SumThread{thread & (colsPer - 1), thread >> shift, static_cast<int64_t>(bx) * colsPer + (thread & (colsPer - 1)),
         r0, minOf(rows, r0 + sliceRows)};
+}
+
+//! Row k of a column-sum thread's first kSUM_MAX_LANE_ROWS (then every lanes-th after them).
+TORCHTRT_SWISH_HOST_DEVICE int64_t sumRow(SumThread const& th, int k, int lanes)
+{
+    return th.r0 + th.ty + static_cast<int64_t>(k) * lanes;
 }
 
 //! The shared-memory word of warp `warp`'s sum of the block's column tx (kFINAL_THREADS / 32 * 8 words).

@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
 #pragma unroll
         for (int u = 0; u < kPLANE_PPT; ++u)
         {
-            int const p = min(t + u * kTHREADS, nFull - 1);
+            int const p = min(planesPack(t, u), nFull - 1);
             gi[u] = gp[p];
             xi[u] = xp[p];
         }
@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
 #pragma unroll
     for (int u = 0; u < kPLANE_PPT; ++u)
     {
-        int const p = t + u * kTHREADS;
+        int const p = planesPack(t, u);
         if (p < nFull)
         {
             float gf[kVEC];
@@ -141,19 +141,19 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
     // plane, lane l adds packs l, l + lanes, ...; then the lanes are added by an xor tree. All threads run the same
     // number of rounds so that every shuffle has the whole warp.
     int const lanes = plan.lanes;
-    int const lane = t & (lanes - 1);
+    int const lane = planesLane(plan, t);
     int const groups = kTHREADS / lanes;
     int const slots = plan.slots;
     for (int w0 = 0; w0 < slots; w0 += groups)
     {
-        int const w = w0 + t / lanes;
+        int const w = planesSlot(plan, w0, t);
         float acc = 0.0f;
         if (w < slots)
         {
             for (int64_t j = w; j < localPlanes; j += slots)
             {
                 int const pb = planesLastPack(plan, j, kVEC);
-                for (int p = planesFirstPack(plan, j, kVEC) + lane; p <= pb; p += lanes)
+                for (int p = planesFirstPack(plan, j, kVEC) + lane; p <= pb; p = planesNextPack(plan, p))
                 {
                     acc += planesTakesHead(plan, j, p, kVEC) ? head[p] : tail[p];
                 }

@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
 #pragma unroll
             for (int w = 0; w < kWARPS; ++w)
             {
-                sum += smem[w * width + t];
+                sum += smem[colsSumSlot(plan, w, t, kVEC)];
             }
         }
         if (plan.group == 1)
@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
             float s = 0.0f;
             for (int j = 0; j < group; ++j)
             {
-                s += smem[t * group + j];
+                s += smem[colsGroupSlot(plan, t, j)];
             }
             partial[cell] = s;
         }

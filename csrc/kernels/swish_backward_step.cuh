@@ -2,6 +2,7 @@
 // (swish_backward_rows_cols.cu, swish_backward_planes.cu).
 #pragma once
 
+#include "swish_backward_index.h"
 #include "swish_math.cuh"
 
 namespace torchtrt_swish {
@@ -33,7 +34,7 @@ __device__ __forceinline__ float backwardStep(Pack<T, kVEC> const* __restrict__ 
 #pragma unroll
     for (int u = 0; u < kUNROLL; ++u)
     {
-        int64_t const p = base + static_cast<int64_t>(u) * kTHREADS;
+        int64_t const p = stepPack(base, u);
         if (p < nPacks)
         {
             gi[u] = gp[p];
@@ -44,7 +45,7 @@ __device__ __forceinline__ float backwardStep(Pack<T, kVEC> const* __restrict__ 
 #pragma unroll
     for (int u = 0; u < kUNROLL; ++u)
     {
-        int64_t const p = base + static_cast<int64_t>(u) * kTHREADS;
+        int64_t const p = stepPack(base, u);
         if (p < nPacks)
         {
             float gf[kVEC];

@@ -99,7 +99,7 @@ __device__ __forceinline__ Pack<T, kVEC> swishPack(Pack<T, kVEC> const& in, T co
     }
     else
     {
-        biasFor<T, kVEC, kMODE>(bias, scalarBias, prm.offset + p * kVEC, p, prm, b);
+        biasFor<T, kVEC, kMODE>(bias, scalarBias, fwdElement(prm, p, kVEC), p, prm, b);
     }
     float v[kVEC];
 #pragma unroll

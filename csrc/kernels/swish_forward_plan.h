@@ -143,6 +143,12 @@ TORCHTRT_SWISH_HOST_DEVICE int64_t fwdPack(uint32_t b, uint32_t t, int u, int th
     return static_cast<int64_t>(b) * (threads * ppt) + t + static_cast<int64_t>(u) * threads;
 }
 
+//! The flat index of pack p's first element (the launch's packs start at prm.offset).
+TORCHTRT_SWISH_HOST_DEVICE int64_t fwdElement(FwdParams const& prm, int64_t p, int vec)
+{
+    return prm.offset + p * vec;
+}
+
 //! kLAST_VEC: the bias element of pack p's first element (its vec elements follow).
 TORCHTRT_SWISH_HOST_DEVICE int64_t fwdLastVecBias(FwdParams const& prm, int64_t p, int vec)
 {

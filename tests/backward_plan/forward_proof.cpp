@@ -107,7 +107,7 @@ std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool bi
                     {
                         continue;
                     }
-                    int64_t const i = l.prm.offset + p * l.vec;
+                    int64_t const i = fwdElement(l.prm, p, l.vec);
                     for (int k = 0; k < l.vec && r.ok(); ++k)
                     {
                         int64_t const e = i + k;

@@ -5,6 +5,7 @@
 // written once before the sums read it, that every dbias element is written once, and that grids fit their limits.
 #include "proof.h"
 
+#include <algorithm>
 #include <climits>
 #include <vector>
 
@@ -67,6 +68,12 @@ public:
         }
     }
 
+    //! The column sums alone, over a partial matrix the main kernel is taken to have written whole.
+    void runSums()
+    {
+        sums();
+    }
+
 private:
     // dx element i written, its g summed into `cell`.
     void element(int64_t i, int64_t cell)
@@ -111,7 +118,7 @@ private:
             {
                 for (int u = 0; u < kUNROLL; ++u)
                 {
-                    int64_t const p = base + static_cast<int64_t>(u) * kTHREADS;
+                    int64_t const p = stepPack(base, u);
                     for (int k = 0; p < nPacks && k < vec; ++k)
                     {
                         element(blk.begin + p * vec + k, blk.cell);
@@ -124,6 +131,47 @@ private:
             }
         }
         cellWrite(blk.cell, "rows block");
+    }
+
+    // The kernel's shuffle reduction: xor offsets tilePacks, 2 tilePacks, ... below 32 must add exactly the lanes
+    // of a warp that hold the same tile pack, and lane l < tilePacks must hold tile pack l (it writes that slot).
+    bool shuffleTreeHolds(ColsPlan const& c, uint32_t tile)
+    {
+        int const tilePacks = static_cast<int>(c.tilePacks);
+        for (int w = 0; w < kWARPS; ++w)
+        {
+            uint32_t reach[32];
+            int tp[32];
+            for (int l = 0; l < 32; ++l)
+            {
+                reach[l] = 1U << l;
+                tp[l] = colsThread(c, tile, static_cast<uint32_t>(w * 32 + l)).tp;
+            }
+            for (int o = tilePacks; o < 32; o *= 2)
+            {
+                uint32_t next[32];
+                for (int l = 0; l < 32; ++l)
+                {
+                    next[l] = reach[l] | reach[l ^ o];
+                }
+                std::copy(next, next + 32, reach);
+            }
+            for (int l = 0; l < 32; ++l)
+            {
+                uint32_t same = 0;
+                for (int m = 0; m < 32; ++m)
+                {
+                    same |= tp[m] == tp[l] ? 1U << m : 0U;
+                }
+                if (reach[l] != same || (l < tilePacks && tp[l] != l))
+                {
+                    mR.fail("columns shuffle: lane " + std::to_string(l) + " of warp " + std::to_string(w)
+                        + " adds other lanes than those of its tile pack (" + std::to_string(tilePacks) + "-pack tiles)");
+                    return false;
+                }
+            }
+        }
+        return true;
     }
 
     void colsBlockWalk(uint32_t b)
@@ -141,6 +189,10 @@ private:
         std::vector<int64_t> wordCell(words, -1);
         int const width = static_cast<int>(c.tilePacks) * vec;
         bool const shuffles = colsShuffles(c);
+        if (shuffles && !shuffleTreeHolds(c, blk.tile))
+        {
+            return;
+        }
         if (shuffles)
         {
             // Column sum t adds word w * width + t of every warp; ungrouped it is cell colsColumnCell, grouped it is
@@ -171,9 +223,9 @@ private:
                     {
                         continue;
                     }
-                    for (int64_t j = 0; j < c.group; ++j)
+                    for (int j = 0; j < static_cast<int>(c.group); ++j)
                     {
-                        int64_t const w = t * c.group + j;
+                        int64_t const w = colsGroupSlot(c, t, j);
                         if (w >= width || sumCell[w] >= 0)
                         {
                             return mR.fail("grouped columns: group thread " + std::to_string(t) + " reads sum "
@@ -188,7 +240,13 @@ private:
             {
                 for (int t = 0; t < width; ++t)
                 {
-                    wordCell[w * width + t] = sumCell[t];
+                    int const word = colsSumSlot(c, w, t, vec);
+                    if (word < 0 || word >= words || wordCell[word] != -1)
+                    {
+                        return mR.fail("columns: column sum " + std::to_string(t) + " reads shared word "
+                            + std::to_string(word) + " of another sum or outside the block's");
+                    }
+                    wordCell[word] = sumCell[t];
                 }
             }
         }
@@ -291,11 +349,13 @@ private:
         else
         {
             int const groups = kTHREADS / p.lanes;
+            std::vector<uint8_t> slotWritten(static_cast<size_t>(p.slots), 0);
             for (int w0 = 0; w0 < p.slots; w0 += groups)
             {
-                for (int g = 0; g < groups; ++g)
+                for (int t = 0; t < kTHREADS; ++t)
                 {
-                    int const w = w0 + g;
+                    int const w = planesSlot(p, w0, t);
+                    int const lane = planesLane(p, t);
                     int64_t const cell = planesSlotCell(p, b, w, blk.planes);
                     if (w >= p.slots)
                     {
@@ -305,22 +365,22 @@ private:
                         }
                         continue;
                     }
-                    if (cell >= 0)
+                    if (lane == 0 && cell >= 0)
                     {
                         cellWrite(cell, "planes block");
+                        slotWritten[static_cast<size_t>(w)] = 1;
                     }
                     for (int64_t j = w; j < blk.planes; j += p.slots)
                     {
                         int const pb = planesLastPack(p, j, vec);
-                        for (int pk = planesFirstPack(p, j, vec); pk <= pb; ++pk)
+                        for (int pk = planesFirstPack(p, j, vec) + lane; pk <= pb; pk = planesNextPack(p, pk))
                         {
-                            bool const head = planesTakesHead(p, j, pk, vec);
                             if (pk < 0 || pk >= packs)
                             {
                                 return mR.fail("planes plane " + std::to_string(j) + " reads pack "
                                     + std::to_string(pk) + " of " + std::to_string(packs) + " written");
                             }
-                            int64_t& to = head ? headCell[pk] : tailCell[pk];
+                            int64_t& to = planesTakesHead(p, j, pk, vec) ? headCell[pk] : tailCell[pk];
                             if (to >= 0)
                             {
                                 return mR.fail("planes pack " + std::to_string(pk) + " added twice");
@@ -328,6 +388,14 @@ private:
                             to = cell;
                         }
                     }
+                }
+            }
+            for (int w = 0; w < p.slots && w < blk.planes; ++w)
+            {
+                if (!slotWritten[static_cast<size_t>(w)])
+                {
+                    return mR.fail("planes slot " + std::to_string(w) + " of block " + std::to_string(b)
+                        + " adds planes but writes no partial");
                 }
             }
         }
@@ -338,7 +406,7 @@ private:
         {
             for (int u = 0; u < kPLANE_PPT; ++u)
             {
-                int64_t const pk = t + u * kTHREADS;
+                int64_t const pk = planesPack(t, u);
                 if (pk < nFull)
                 {
                     int const nHead = split ? vec : planesHeadCount(p, static_cast<uint32_t>(pk * vec), vec);
@@ -438,14 +506,13 @@ private:
                         }
                         for (int k = 0; k < kSUM_MAX_LANE_ROWS; ++k)
                         {
-                            int64_t const r = th.r0 + th.ty + static_cast<int64_t>(k) * lanes;
+                            int64_t const r = sumRow(th, k, lanes);
                             if (r < th.r1)
                             {
                                 readCell(reads, written, st, r, th.c);
                             }
                         }
-                        for (int64_t r = th.r0 + th.ty + kSUM_MAX_LANE_ROWS * static_cast<int64_t>(lanes); r < th.r1;
-                             r += lanes)
+                        for (int64_t r = sumRow(th, kSUM_MAX_LANE_ROWS, lanes); r < th.r1; r += lanes)
                         {
                             readCell(reads, written, st, r, th.c);
                         }
@@ -476,6 +543,11 @@ private:
                 }
                 if (st.outOffset < 0)
                 {
+                    if (o >= C)
+                    {
+                        return mR.fail("the last column-sum stage writes dbias[" + std::to_string(o) + "] of "
+                            + std::to_string(C));
+                    }
                     dbias[o] = 1;
                 }
                 else if (st.outOffset + o >= wsFloats)
@@ -516,6 +588,19 @@ private:
 };
 
 } // namespace
+
+std::string proveSums(int64_t rows, int64_t channels, int64_t* slices)
+{
+    Report r;
+    FusedPlan plan;
+    plan.kind = FusedKind::kCOLS;
+    plan.channels = channels;
+    plan.partialRows = rows;
+    planSums(plan);
+    *slices = plan.sumSlices;
+    FusedProof(plan, 0, BiasSpec{channels, 1}, r).runSums();
+    return r.first;
+}
 
 std::string proveFused(DType dtype, int64_t n, BiasSpec spec, bool aligned, int sms, FusedPlan* out)
 {

@@ -255,6 +255,17 @@ PYBIND11_MODULE(_backward_plan, m)
         py::arg("dtype"), py::arg("n"), py::arg("channels"), py::arg("inner"), py::arg("io") = true,
         py::arg("bias_aligned") = true, "planForward's launches as dicts (mode as FwdMode's value).");
     m.def(
+        "prove_sums",
+        [](int64_t rows, int64_t channels)
+        {
+            int64_t slices = 0;
+            std::string why = proof::proveSums(rows, channels, &slices);
+            return py::make_tuple(why, slices);
+        },
+        py::arg("rows"), py::arg("channels"),
+        "The column sums of a [rows][channels] partial matrix walked (fused_proof.cpp): (first broken rule or '', "
+        "first-stage slices; 1: one stage).");
+    m.def(
         "prove_bias_runs",
         [](int64_t n, int64_t channels, int64_t inner, std::vector<int64_t> const& cuts) {
             return proof::proveBiasRuns(n, BiasSpec{channels, inner}, cuts);

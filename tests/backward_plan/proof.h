@@ -27,6 +27,9 @@ struct Report
 //! Walks every block and thread of the fused backward's plan for this layout (fused_proof.cpp); "" when it holds.
 std::string proveFused(DType dtype, int64_t n, BiasSpec spec, bool aligned, int sms, detail::FusedPlan* plan);
 
+//! The column sums of a [rows][channels] partial matrix as planSums plans them (fused_proof.cpp); "" when they hold.
+std::string proveSums(int64_t rows, int64_t channels, int64_t* slices);
+
 //! Walks every launch of the forward's plan (forward_proof.cpp); "" when it holds.
 std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool biasAligned);
 
