@@ -131,13 +131,19 @@ if [[ $steps == *issue30* ]]; then
           > "$OUT/sanitize_racecheck.log" 2>&1
       echo $? > "$OUT/sanitize_racecheck.rc"
       echo "sanitizer racecheck (switch points + random): exit $? :: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|sanitize_op:" "$OUT/sanitize_racecheck.log" | tr '\n' ' ') at $(( $(date +%s) - t30 )) s" ) &
+    # The device-memory accounting test reads the whole GPU's free memory: it runs alone, after the others.
+    alone=test_plugin_objects_keep_no_device_memory
     TORCHTRT_SWISH_PROPERTY_SECONDS=${PROPERTY_SECONDS:-60} timeout 340 python3 -m pytest -q -p no:cacheprovider -m cuda -rs \
-        $xdist ${TESTS:-tests} > "$OUT/pytest_cuda.log" 2>&1
+        $xdist -k "not $alone" ${TESTS:-tests} > "$OUT/pytest_cuda.log" 2>&1
     prc=$?
     tail -15 "$OUT/pytest_cuda.log"
     echo "pytest -m cuda: exit $prc at $(( $(date +%s) - t30 )) s"
     [ $prc -eq 0 ] || rc=1
     wait
+    timeout 120 python3 -m pytest -q -p no:cacheprovider -m cuda -k "$alone" tests/trt_plugin > "$OUT/pytest_alone.log" 2>&1
+    prc=$?
+    echo "pytest -m cuda -k $alone (alone on the GPU): exit $prc :: $(tail -1 "$OUT/pytest_alone.log")"
+    [ $prc -eq 0 ] || rc=1
     for tool in memcheck racecheck; do
         [ "$(cat "$OUT/sanitize_$tool.rc" 2>/dev/null)" = 0 ] || { echo "sanitizer $tool failed"; rc=1; }
     done
