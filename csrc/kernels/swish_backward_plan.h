@@ -324,6 +324,23 @@ inline int64_t mainBlocks(FusedPlan const& plan)
                                           : (pp.planes + pp.blockPlanes - 1) / pp.blockPlanes;
 }
 
+//! The plan's family by name: "rows", "cols", "grouped_cols", "planes_samples", "planes_planes", "planes_split" or
+//! "none" (the doctor's switch points and the planner's tests use these names).
+inline char const* planFamily(FusedPlan const& plan)
+{
+    switch (plan.kind)
+    {
+    case FusedKind::kROWS: return "rows";
+    case FusedKind::kCOLS: return plan.cols.group > 1 ? "grouped_cols" : "cols";
+    case FusedKind::kPLANES:
+        return plan.planes.shape == PlanesShape::kSAMPLES ? "planes_samples"
+            : plan.planes.shape == PlanesShape::kPLANES   ? "planes_planes"
+                                                          : "planes_split";
+    case FusedKind::kNONE: break;
+    }
+    return "none";
+}
+
 // What swishBackwardFusedWorkspace reports for a plan: 0 (the API's "no fused path") without one, else at least one
 // float.
 inline size_t fusedWorkspaceBytes(FusedPlan const& plan)

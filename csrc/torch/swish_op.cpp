@@ -212,19 +212,7 @@ PyObject* fusedBackwardPlan(PyObject*, PyObject* args)
     }
     using namespace torchtrt_swish::detail;
     FusedPlan const plan = planFused(dt, n, torchtrt_swish::BiasSpec{channels, inner}, aligned != 0, sms);
-    char const* family = "none";
-    switch (plan.kind)
-    {
-    case FusedKind::kROWS: family = "rows"; break;
-    case FusedKind::kCOLS: family = plan.cols.group > 1 ? "grouped_cols" : "cols"; break;
-    case FusedKind::kPLANES:
-        family = plan.planes.shape == PlanesShape::kSAMPLES ? "planes_samples"
-            : plan.planes.shape == PlanesShape::kPLANES     ? "planes_planes"
-                                                            : "planes_split";
-        break;
-    case FusedKind::kNONE: break;
-    }
-    return Py_BuildValue("(sL)", family, static_cast<long long>(plan.sumSlices > 1 ? 2 : 1));
+    return Py_BuildValue("(sL)", planFamily(plan), static_cast<long long>(plan.sumSlices > 1 ? 2 : 1));
 }
 
 PyMethodDef kMETHODS[] = {

@@ -62,20 +62,6 @@ char const* shapeName(PlanesShape s)
     return "unknown";
 }
 
-// "rows", "cols", "grouped_cols", "planes_samples", "planes_planes", "planes_split" or "none".
-std::string familyName(FusedPlan const& p)
-{
-    if (p.kind == FusedKind::kCOLS)
-    {
-        return p.cols.group > 1 ? "grouped_cols" : "cols";
-    }
-    if (p.kind == FusedKind::kPLANES)
-    {
-        return std::string("planes_") + shapeName(p.planes.shape);
-    }
-    return kindName(p.kind);
-}
-
 // The plan as a dict; only the part of the kind's strategy ("rows", "cols" or "planes") is filled in.
 py::dict planDict(FusedPlan const& p)
 {
@@ -192,7 +178,7 @@ PYBIND11_MODULE(_backward_plan, m)
                             auto const& [dt, n, spec, aligned, sms] = in[i];
                             FusedPlan plan;
                             std::string const why = proof::proveFused(dt, n, spec, aligned, sms, &plan);
-                            out[i] = {familyName(plan), why};
+                            out[i] = {planFamily(plan), why};
                         }
                     });
                 }
