@@ -208,8 +208,8 @@ def _names(code) -> set[str]:
 
 def decompositions_fingerprint(*fns) -> str:
     """A short hash of what the decompositions compute: their code, the code of the functions of their module they
-    call (transitively), and the build of the package (its version and the torch _C was built with)."""
-    digest = hashlib.sha256(f"{_package_version()};{_built_with_torch()}".encode())
+    call (transitively), and the build (the torch _C was built with)."""
+    digest = hashlib.sha256(_built_with_torch().encode())
     seen: set[int] = set()
     queue = list(fns)
     while queue:
@@ -225,16 +225,6 @@ def decompositions_fingerprint(*fns) -> str:
             if inspect.isfunction(helper) and helper.__module__ == fn.__module__:
                 queue.append(helper)
     return digest.hexdigest()[:16]
-
-
-def _package_version() -> str:
-    """The installed distribution's version ("" for a source tree on sys.path without metadata)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("torchtrt_swish")
-    except metadata.PackageNotFoundError:
-        return ""
 
 
 def _built_with_torch() -> str:
