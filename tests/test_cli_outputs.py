@@ -19,6 +19,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from onnx_path.cli import EXIT_OK, EXIT_USAGE, main
+from test_output import kind
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("torchtrt-swish")
 
@@ -66,15 +67,6 @@ def char_device(tmp_path):
     except PermissionError:
         pytest.skip("mknod of a character device needs root (CAP_MKNOD)")
     return path
-
-
-def kind(path: Path) -> str:
-    mode = os.lstat(path).st_mode
-    for test, name in ((stat.S_ISLNK, "link"), (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"),
-                       (stat.S_ISCHR, "chardev"), (stat.S_ISDIR, "dir"), (stat.S_ISREG, "file")):
-        if test(mode):
-            return name
-    return "other"
 
 
 def commands(model: Path, target: Path, tmp: Path) -> dict[str, list[str]]:

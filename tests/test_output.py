@@ -21,6 +21,7 @@ from torchtrt_swish._output import OutputPathError, atomic_output, atomic_output
 
 
 def kind(path: Path) -> str:
+    """What a path is, without following a link: link, fifo, socket, chardev, dir, file or other."""
     mode = os.lstat(path).st_mode
     for test, name in ((stat.S_ISLNK, "link"), (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"),
                        (stat.S_ISCHR, "chardev"), (stat.S_ISDIR, "dir"), (stat.S_ISREG, "file")):
