@@ -10,22 +10,27 @@ ROOT = Path(__file__).resolve().parent.parent
 UPSTREAM, DOWNSTREAM = "torchtrt_swish", "onnx_path"
 
 
-def _imported_modules(path: Path) -> set[str]:
-    """Absolute module names a source file imports anywhere (top level or inside functions)."""
+def _imported_modules(path: Path, *, names_too: bool = False) -> set[str]:
+    """Absolute module names a source file imports anywhere (top level or inside functions); with `names_too`, also
+    ``X.a`` for each ``from X import a`` (which may be a module: ``from torchtrt_swish import doctor``)."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module)
+            if names_too:
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return names
 
 
 def test_scan_sees_imports_inside_functions(tmp_path):
     """The scan below can fail: an import hidden in a function body is found."""
     src = tmp_path / "m.py"
-    src.write_text("def f():\n    from onnx_path.engine import build_engine\n    import onnx_path.parity\n")
-    assert _imported_modules(src) == {"onnx_path.engine", "onnx_path.parity"}
+    src.write_text("def f():\n    from onnx_path.engine import build_engine\n    import onnx_path.parity\n"
+                   "    from torchtrt_swish import doctor\n")
+    assert _imported_modules(src) == {"onnx_path.engine", "onnx_path.parity", "torchtrt_swish"}
+    assert "torchtrt_swish.doctor" in _imported_modules(src, names_too=True)
 
 
 def test_no_torchtrt_swish_module_imports_onnx_path():
@@ -51,6 +56,28 @@ def test_importing_every_torchtrt_swish_module_leaves_onnx_path_unloaded():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]", proc.stdout
+
+
+DOCTOR = f"{UPSTREAM}.doctor"
+# The CLI's doctor sub-command is the doctor's front end: the one onnx_path module that calls it.
+DOCTOR_FRONT_END = f"{DOWNSTREAM}/cli_tools.py"
+
+
+def test_nothing_the_doctor_runs_imports_the_doctor_back():
+    """The doctor runs onnx_path.selfcheck in a child process: it and every other onnx_path module (but the CLI's
+    doctor sub-command) take what they share with the doctor from below it (torchtrt_swish._route_check)."""
+    sources = sorted((ROOT / DOWNSTREAM).rglob("*.py"))
+    assert (ROOT / DOWNSTREAM / "selfcheck.py") in sources and (ROOT / DOCTOR_FRONT_END) in sources
+    offenders = sorted(name for path in sources if (name := str(path.relative_to(ROOT))) != DOCTOR_FRONT_END
+                       and DOCTOR in _imported_modules(path, names_too=True))
+    assert not offenders, f"{offenders} import {DOCTOR}: import what the doctor shares from {UPSTREAM}._route_check"
+
+
+def test_the_onnx_route_check_loads_no_doctor():
+    code = f"import sys\nimport {DOWNSTREAM}.selfcheck\nprint({DOCTOR!r} in sys.modules)\n"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False", proc.stdout
 
 
 def test_the_cli_sits_on_top_of_both_packages():

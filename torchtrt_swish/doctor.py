@@ -9,7 +9,8 @@
   path runs in a fresh process, since a registration cannot be undone, holding only TensorRT and the plugin.
 * engine, where a full TensorRT and a GPU exist: a tiny model through the Torch-TensorRT converter (compiled,
   saved, loaded, run) and through the ONNX parser with the plugin (``onnx_path.selfcheck``: built, serialized,
-  deserialized, run), each compared with the op, each in its own process so that a crash is a FAIL row.
+  deserialized, run), each compared with the op, each in its own process so that a crash is a FAIL row. What those
+  processes share with this module (the row, the tiny case, the comparison) is in ``_route_check.py``.
 
 It runs with the base install (torch, numpy): a missing extra is a SKIPPED row naming it. It runs where the package
 itself cannot load (torch of another minor version, ``_C`` missing or broken): that error and its fix are the
@@ -30,9 +31,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._probe import CheckFailed, emit, first_line, import_modules, installed, probe_argv, run_child
+from ._probe import CheckFailed, first_line, import_modules, installed, probe_argv, run_child
+from ._route_check import (
+    FAIL,
+    PASS,
+    ROUTE_ONNX,
+    ROUTE_TORCH_TENSORRT,
+    SKIPPED,
+    Row,
+    compare,
+    route_main,
+    tiny_case,
+)
 
-PASS, FAIL, SKIPPED = "PASS", "FAIL", "SKIPPED"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2  # the CLI's: 1 is "a check failed", 2 a usage error
 _HERE = Path(__file__).resolve().parent
 # csrc/trt_plugin/exports.cpp: set (non-empty, not "0"), the library does not register itself when dlopen'ed.
@@ -41,17 +52,6 @@ CHILD_TIMEOUT_S = 900  # an engine build with a cold CUDA context and Torch-Tens
 IMPORT_TIMEOUT_S = 60  # importing TensorRT or an extra takes seconds; one that hangs must not hold the doctor for long
 FLAVOUR_NAMES = {"tensorrt": "full", "tensorrt_lean": "lean", "tensorrt_dispatch": "dispatch"}
 LOADING_PATHS = {"load_library": "registry load_library", "cdll": "ctypes.CDLL after import"}
-ROUTE_TORCH_TENSORRT, ROUTE_ONNX = "Torch-TensorRT converter", "ONNX parser with the plugin"
-
-
-@dataclasses.dataclass
-class Row:
-    """One check: its section and name, PASS / FAIL / SKIPPED, and the reason (versions, errors, what is missing)."""
-
-    section: str
-    check: str
-    status: str
-    detail: str
 
 
 # ------------------------------------------------------------------------------------------- TensorRT flavours
@@ -210,31 +210,6 @@ def environment_rows() -> tuple[list[Row], list[Row], dict[str, Any]]:
 # --------------------------------------------------------------------------------------------------------- op
 
 
-def compare(got: Any, expected: Any, dtype_name: str) -> float:
-    """Max abs error of `got` against `expected`; CheckFailed at any NaN or unmatched infinity (the rule of `check`,
-    torchtrt_swish.dtypes.unmatched_positions) or past the dtype's tolerance, naming the worst element."""
-    import torch
-
-    from .dtypes import tolerance, unmatched_positions
-
-    atol, rtol = tolerance(dtype_name)
-    got, expected = got.detach().double().cpu(), expected.detach().double().cpu()
-    if got.shape != expected.shape:
-        raise CheckFailed(f"shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
-    unmatched = torch.from_numpy(unmatched_positions(got.numpy(), expected.numpy()))
-    if unmatched.any():
-        first = tuple(int(i) for i in unmatched.nonzero()[0])
-        raise CheckFailed(f"{int(unmatched.sum())} of {got.numel()} elements are NaN or an infinity the other side "
-                          f"lacks (NaN never passes); first at index {first}: got {got[first].item()}, expected "
-                          f"{expected[first].item()}")
-    try:
-        torch.testing.assert_close(got, expected, atol=atol, rtol=rtol, equal_nan=False)
-    except AssertionError as exc:
-        raise CheckFailed(" ".join(str(exc).split())) from None
-    finite = torch.isfinite(expected)
-    return float((got[finite] - expected[finite]).abs().max()) if finite.any() else 0.0
-
-
 def op_parity(device: str, swish: Any = None) -> str:
     """The op against F.silu(x) + b in float64 for every dtype and bias layout on `device`; CheckFailed naming the
     first case that fails, else a summary with the largest error."""
@@ -309,19 +284,6 @@ def plan_row(budget_s: float = 5.0) -> Row:
 
 
 # ------------------------------------------------------------------------------------------------- engines
-
-
-def tiny_case() -> tuple[Any, Any, Any]:
-    """(model, x, bias): an EfficientSwish with a distinct bias per channel and a small random input, on the CPU."""
-    import torch
-
-    from .modules import EfficientSwish
-
-    model = EfficientSwish(bias_shape=(4, 1, 1)).eval()
-    with torch.no_grad():
-        model.bias.copy_(torch.linspace(-1.0, 1.0, 4).view(4, 1, 1))
-    x = torch.randn(2, 4, 3, 5, generator=torch.Generator().manual_seed(0)) * 3
-    return model, x, model.bias.detach().clone()
 
 
 def swish_nodes_left(module: Any) -> int:
@@ -404,17 +366,6 @@ def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(_HERE.parent)) if p)
     return env
-
-
-def route_main(check: str, route: Any) -> int:
-    """Child-process entry of an engine route: run it and emit its row (torchtrt_swish._probe.emit)."""
-    try:
-        row = Row("engine", check, PASS, route())
-    except Exception as exc:  # noqa: BLE001 - every failure is the row's reason
-        row = Row("engine", check, FAIL, " ".join(str(exc).split()) if isinstance(exc, CheckFailed)
-                  else first_line(exc))
-    emit(dataclasses.asdict(row))
-    return EXIT_OK
 
 
 # ----------------------------------------------------------------------------------------------------- report
