@@ -1,6 +1,6 @@
 """The fused backward's host-side planner (csrc/kernels/swish_backward_plan.h), without a GPU.
 
-The planner is plain C++; setup.py builds it into the test module `_backward_plan` (tests/backward_plan). Each test
+The planner is plain C++; the build (CMakeLists.txt) compiles it into the test module `_backward_plan` (tests/backward_plan). Each test
 states the planning rule itself, in Python and in the words of the planner's comments, and checks the planner
 against it, with shapes on both sides of every threshold where the plan switches: which kernel (rows, columns,
 grouped columns, planes, none), pack width, block shape, how many partial sums, one or two column-sum stages, and
@@ -14,9 +14,9 @@ import math
 import sysconfig
 
 import pytest
-from tools_native import native_build
+from tools_native import BUILD
 
-MODULE_FILE = native_build.BUILD / f"_backward_plan{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
+MODULE_FILE = BUILD / f"_backward_plan{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
 
 # The launch constants the plans are made of (csrc/kernels/launch_common.h, swish_backward_plan.h), stated here
 # again on purpose: a changed constant must show up as a failing test, not be followed silently.
@@ -39,9 +39,9 @@ DTYPES = tuple(PACK)
 def bp():
     """The _backward_plan test module."""
     if not MODULE_FILE.exists():
-        pytest.skip(f"planner test module {MODULE_FILE.name} not found in {native_build.BUILD}: build it with "
-                    "`python setup.py build_ext --inplace` (setup.py builds it with the kernels; it needs nvcc, a C++ "
-                    "compiler and pybind11)")
+        pytest.skip(f"planner test module {MODULE_FILE.name} not found in {BUILD}: build it with "
+                    "`./dev setup` (the editable build compiles it into build/native; it needs a C++ compiler and "
+                    "pybind11)")
     spec = importlib.util.spec_from_file_location("_backward_plan", MODULE_FILE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

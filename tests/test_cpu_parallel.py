@@ -197,6 +197,24 @@ def test_extension_links_torchs_openmp_runtime():
         assert len(mapped) == 1, f"more than one OpenMP runtime loaded: {sorted(mapped)}"
 
 
+@needs_openmp
+def test_the_build_linked_the_runtime_libtorch_cpu_loads():
+    """The same soname is not enough (torch 2.14 ships an unhashed libgomp.so.1, as the compiler's is named): the
+    runtime the build linked is the very file libtorch_cpu's NEEDED entry loaded."""
+    from tools_native import build_summary
+
+    summary = build_summary()
+    if "openmp_runtime" not in summary:
+        pytest.skip("no build summary in build/native (run ./dev setup)")
+    maps = Path("/proc/self/maps")
+    if not maps.exists():
+        pytest.skip("needs /proc/self/maps (Linux) to see which OpenMP runtime torch loaded")
+    mapped = {Path(line.split()[-1]).resolve() for line in maps.read_text().splitlines()
+              if re.search(r"/lib(i?omp|gomp)[^/]*$", line)}
+    assert summary["openmp_runtime"], "the build did not find libtorch_cpu's OpenMP runtime (see its OpenMP line)"
+    assert mapped == {Path(summary["openmp_runtime"]).resolve()}, (mapped, summary["openmp_runtime"])
+
+
 def _capabilities() -> list[str]:
     import platform
 

@@ -42,7 +42,7 @@ def test_plugin_and_harness_built_when_nvcc_is_present():
     import os
 
     import torchtrt_swish
-    from tools_native import native_build, nvcc_available
+    from tools_native import BUILD, nvcc_available
 
     if not nvcc_available() or os.environ.get("TORCHTRT_SWISH_SKIP_PLUGIN") == "1":
         import pytest
@@ -51,5 +51,5 @@ def test_plugin_and_harness_built_when_nvcc_is_present():
     assert torchtrt_swish.plugin_library_path().exists()
     import sysconfig
 
-    harness = native_build.BUILD / f"_trt_harness{sysconfig.get_config_var('EXT_SUFFIX')}"
+    harness = BUILD / f"_trt_harness{sysconfig.get_config_var('EXT_SUFFIX')}"
     assert harness.exists(), f"conformance harness missing: {harness}"

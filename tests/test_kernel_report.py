@@ -9,7 +9,7 @@ import importlib.util
 import sys
 
 import pytest
-from tools_native import ROOT, native_build
+from tools_native import ROOT, cuda_root
 
 _spec = importlib.util.spec_from_file_location("kernel_report", ROOT / "benchmarks" / "kernel_report.py")
 kernel_report = importlib.util.module_from_spec(_spec)
@@ -59,7 +59,7 @@ def test_no_wide_loads_no_finding():
 
 def test_backward_kernels_issue_their_loads_first():
     """Every backward kernel of csrc/kernels, compiled for sm_90, issues its first round of loads before using one."""
-    home = native_build.cuda_home()
+    home = cuda_root()
     dump = kernel_report.cuobjdump()
     if home is None or dump is None:
         pytest.skip("needs nvcc (CUDA toolkit) and cuobjdump (CUDA toolkit or triton's wheel)")

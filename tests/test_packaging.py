@@ -1,134 +1,141 @@
-"""The build as a user meets it: CUDA discovery, the wheel's torch pin, incremental rebuilds.
+"""The build as a user meets it: CUDA discovery, the CPU-only build, the wheel's torch pin, incremental rebuilds.
 
 The full path (plain `pip wheel .` in a fresh venv, install, smoke test outside the tree) is `./dev wheel`, which CI
-runs after the test suite; these are the quick checks of the rules it relies on.
+runs after the test suite; these are the quick checks of the rules it relies on. They run CMake itself: the
+discovery functions of cmake/*.cmake in script mode, and configures of CMakeLists.txt into a temporary folder.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
-import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
-from tools_native import ROOT, native_build
+from tools_native import BUILD, ROOT, build_summary
 
-pin = native_build._torch_pin()  # by path, as setup.py loads it: these checks need no built _C
+_spec = importlib.util.spec_from_file_location("torchtrt_swish_torch_pin", ROOT / "torchtrt_swish" / "_torch_pin.py")
+pin = importlib.util.module_from_spec(_spec)  # by path, as cmake/torch_info.py loads it: no built _C needed
+_spec.loader.exec_module(pin)
+
+
+def _cmake() -> str:
+    """The CMake the build uses: the venv's (requirements-dev.txt), else the one on PATH."""
+    venv = Path(sys.executable).parent / "cmake"
+    found = str(venv) if venv.is_file() else shutil.which("cmake")
+    if found is None:
+        pytest.skip("needs cmake (requirements-dev.txt installs it into the venv)")
+    return found
+
+
+def _script(tmp_path: Path, body: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run CMake statements in script mode with cmake/notes.cmake and cmake/cuda.cmake loaded, under env."""
+    script = tmp_path / "probe.cmake"
+    script.write_text(f'include("{ROOT}/cmake/notes.cmake")\ninclude("{ROOT}/cmake/cuda.cmake")\n{body}\n')
+    clean = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    return subprocess.run([_cmake(), "-P", str(script)], capture_output=True, text=True, env={**clean, **env},
+                          timeout=60)
+
+
+def _fake_toolkit(root: Path) -> Path:
+    """A folder with the file the discovery looks for: bin/nvcc."""
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "nvcc").write_text("#!/bin/sh\nexit 0\n")
+    return root
+
+
+_FROM_ENV = 'swish_cuda_compiler_from_env(nvcc origin)\nmessage(NOTICE "RESULT ${nvcc}|${origin}")'
+
+
+def _result(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 0, proc.stderr
+    return [ln for ln in proc.stderr.splitlines() if ln.startswith("RESULT ")][-1].removeprefix("RESULT ")
+
 
 # ----------------------------------------------------------------------------- CUDA discovery
 
 
-def _fake_toolkit(root: Path, *, report_top: bool = False) -> Path:
-    """A directory shaped like a CUDA toolkit; its nvcc answers a dry run with TOP= when report_top."""
-    (root / "bin").mkdir(parents=True)
-    (root / "include").mkdir()
-    (root / "include" / "cuda_runtime_api.h").write_text("")
-    nvcc = root / "bin" / "nvcc"
-    body = 'echo "#\\$ TOP=$(dirname "$0")/.." >&2\n' if report_top else ""
-    nvcc.write_text(f"#!/bin/sh\n{body}exit 0\n")
-    nvcc.chmod(nvcc.stat().st_mode | stat.S_IXUSR)
-    return root
+def test_cuda_home_comes_before_cuda_path(tmp_path):
+    home, other = _fake_toolkit(tmp_path / "home"), _fake_toolkit(tmp_path / "other")
+    assert _result(_script(tmp_path, _FROM_ENV, {"CUDA_HOME": str(home), "CUDA_PATH": str(other)})) == \
+        f"{home}/bin/nvcc|CUDA_HOME"
+    assert _result(_script(tmp_path, _FROM_ENV, {"CUDA_PATH": str(other)})) == f"{other}/bin/nvcc|CUDA_PATH"
 
 
-def _which_in(path_dir: Path):
-    """shutil.which restricted to one directory (the test's stand-in PATH)."""
-    return lambda cmd, path=None: shutil.which(cmd, path=str(path_dir))
-
-
-def test_cuda_home_and_cuda_path_come_first(tmp_path):
-    home = _fake_toolkit(tmp_path / "home")
-    other = _fake_toolkit(tmp_path / "other")
-    found = native_build.find_cuda_home({"CUDA_HOME": str(home), "CUDA_PATH": str(other)}, _which_in(other / "bin"),
-                                        other)
-    assert found == (home, "CUDA_HOME")
-    found = native_build.find_cuda_home({"CUDA_PATH": str(home)}, _which_in(other / "bin"), other)
-    assert found == (home, "CUDA_PATH")
+def test_without_cuda_home_or_cuda_path_cmake_searches(tmp_path):
+    # Empty: CMakeLists.txt then leaves nvcc to CMake's own search (CUDACXX, PATH, /usr/local/cuda).
+    assert _result(_script(tmp_path, _FROM_ENV, {})) == "|"
 
 
 def test_a_cuda_home_without_nvcc_is_an_error_naming_it(tmp_path):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(native_build.CudaHomeError, match=re.escape(f"CUDA_HOME={tmp_path / 'empty'} has no bin/nvcc")):
-        native_build.find_cuda_home({"CUDA_HOME": str(tmp_path / "empty")}, _which_in(tmp_path), tmp_path / "none")
-
-
-def test_a_symlinked_nvcc_on_path_resolves_to_its_toolkit(tmp_path):
-    toolkit = _fake_toolkit(tmp_path / "cuda-13.0")
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "nvcc").symlink_to(toolkit / "bin" / "nvcc")
-    root, origin = native_build.find_cuda_home({}, _which_in(tmp_path / "bin"), tmp_path / "none")
-    assert root == toolkit.resolve() and "nvcc on PATH" in origin
-
-
-def test_a_wrapper_nvcc_on_path_finds_the_root_nvcc_reports(tmp_path):
-    # As on this project's machines: /usr/local/bin/nvcc is a script that execs the toolkit's nvcc.
-    toolkit = _fake_toolkit(tmp_path / "cuda-13.0", report_top=True)
-    (tmp_path / "bin").mkdir()
-    wrapper = tmp_path / "bin" / "nvcc"
-    wrapper.write_text(f'#!/bin/sh\nexec {toolkit / "bin" / "nvcc"} "$@"\n')
-    wrapper.chmod(0o755)
-    fallback = _fake_toolkit(tmp_path / "usr-local-cuda")
-    root, origin = native_build.find_cuda_home({}, _which_in(tmp_path / "bin"), fallback)
-    assert root == toolkit.resolve(), (root, origin)
-    assert str(wrapper) in origin
-
-
-def test_without_nvcc_on_path_the_fallback_then_nothing(tmp_path):
-    (tmp_path / "bin").mkdir()
-    fallback = _fake_toolkit(tmp_path / "usr-local-cuda")
-    assert native_build.find_cuda_home({}, _which_in(tmp_path / "bin"), fallback) == (fallback, str(fallback))
-    root, origin = native_build.find_cuda_home({}, _which_in(tmp_path / "bin"), tmp_path / "none")
-    assert root is None and "no CUDA toolkit" in origin
-
-
-def test_without_cuda_the_build_is_the_cpu_op_and_says_so(monkeypatch, capsys):
-    monkeypatch.setattr(native_build, "CUDA_ROOT", None)
-    monkeypatch.setattr(native_build, "CUDA_ORIGIN", "no CUDA toolkit: (test)")
-    monkeypatch.delenv("TORCHTRT_SWISH_FORCE_CPU", raising=False)
-    assert native_build.with_cuda() is False
-    assert "no CUDA toolkit: (test): building the CPU op only" in capsys.readouterr().out
-    (ext,) = native_build.get_extensions(False)
-    assert not any("cuda" in s for s in ext.sources), ext.sources
-    notes = native_build.build_native().notes
-    assert notes == ["TensorRT plugin NOT built: no CUDA toolkit: (test) (no CUDA kernels either: CPU-only op)"]
-
-
-_SETUP_PROBE = textwrap.dedent("""
-    import os, runpy, sys
-    if sys.argv[1] == "preimported":
-        import torch.utils.cpp_extension  # guesses CUDA_HOME before setup.py runs
-    sys.argv = ["setup.py", "--name"]
-    runpy.run_path("setup.py", run_name="__main__")
-    import torch.utils.cpp_extension as c
-    print("RESULT", c.CUDA_HOME, os.environ.get("CUDA_HOME"))
-""")
-
-
-@pytest.mark.parametrize("order", ["fresh", "preimported"])
-def test_setup_settles_torchs_cuda_home(order):
-    # Without CUDA_HOME / CUDA_PATH: the case where torch's own guess goes wrong (a wrapper nvcc on PATH).
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
-    root = native_build.find_cuda_home(env)[0]
-    if root is None:
-        pytest.skip("needs a CUDA toolkit (none found: nvcc on PATH, /usr/local/cuda)")
-    proc = subprocess.run([sys.executable, "-c", _SETUP_PROBE, order], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
-    assert line.split()[1:] == [str(root), str(root)], line
-    assert (Path(line.split()[1]) / "include" / "cuda_runtime_api.h").is_file()
-
-
-def test_a_build_with_a_wrong_cuda_home_stops_with_one_line(tmp_path):
-    env = {**os.environ, "CUDA_HOME": str(tmp_path / "no-cuda")}
-    proc = subprocess.run([sys.executable, "setup.py", "--name"], capture_output=True, text=True, cwd=ROOT, env=env,
-                          timeout=300)
+    proc = _script(tmp_path, _FROM_ENV, {"CUDA_HOME": str(tmp_path / "empty"), "CUDA_PATH": str(tmp_path)})
     assert proc.returncode != 0
-    assert proc.stderr.strip().splitlines()[-1] == (f"[torchtrt_swish build] CUDA_HOME={tmp_path / 'no-cuda'} has no "
-                                                    "bin/nvcc: point it at a CUDA toolkit root or unset it")
+    assert (f"[torchtrt_swish build] CUDA_HOME={tmp_path / 'empty'} has no bin/nvcc: point it at a CUDA toolkit "
+            "root or unset it") in proc.stderr.splitlines()
+
+
+@pytest.mark.parametrize("arch_list,want", [("9.0", "90-real"), ("8.0;9.0a;12.0+PTX", "80-real;90a-real;120"),
+                                            ("8.6 9.0+PTX", "86-real;90"), ("10.0f", "100f-real")])
+def test_arch_lists_become_cmake_architectures(tmp_path, arch_list, want):
+    body = f'swish_cuda_architectures("{arch_list}" archs)\nmessage(NOTICE "RESULT ${{archs}}")'
+    assert _result(_script(tmp_path, body, {})) == want
+
+
+@pytest.mark.parametrize("entry", ["90", "9.0+ptx", "sm_90", "9.0ab", "9.10"])
+def test_a_bad_arch_entry_is_an_error_naming_it(tmp_path, entry):
+    proc = _script(tmp_path, f'swish_cuda_architectures("8.0;{entry}" archs)', {})
+    assert proc.returncode != 0
+    assert (f"[torchtrt_swish build] TORCH_CUDA_ARCH_LIST entry '{entry}' is not of the form 'X.Y', 'X.Ya' or "
+            "'X.Y+PTX'") in proc.stderr.splitlines()
+
+
+def _configure(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """Configure CMakeLists.txt as a wheel build does (nothing into the tree) in tmp_path/build, under env."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "TORCHTRT_SWISH_FORCE_CPU")}
+    ninja = Path(sys.executable).parent / "ninja"
+    cmd = [_cmake(), "-S", str(ROOT), "-B", str(tmp_path / "build"), "-G", "Ninja",
+           f"-DPython_EXECUTABLE={sys.executable}", "-DSKBUILD_STATE=wheel"] + ([f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja.is_file() else [])
+    return subprocess.run(cmd, capture_output=True, text=True, env={**clean, **env}, timeout=300)
+
+
+def test_force_cpu_builds_the_cpu_op_even_with_a_cuda_home_without_nvcc(tmp_path):
+    proc = _configure(tmp_path, {"TORCHTRT_SWISH_FORCE_CPU": "1", "CUDA_HOME": str(tmp_path / "no-cuda")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[torchtrt_swish build] TORCHTRT_SWISH_FORCE_CPU=1: building the CPU op only" in proc.stderr
+    ninja = (tmp_path / "build" / "build.ninja").read_text()
+    assert "swish_op.cpp" in ninja and "swish_cuda.cpp" not in ninja and ".cu.o" not in ninja
+    summary = (tmp_path / "build" / "build_summary.json").read_text()
+    assert '"cuda": false' in summary and '"plugin": false' in summary, summary
+
+
+def test_a_build_with_a_wrong_cuda_home_stops_naming_it(tmp_path):
+    if not _torch_has_cuda():
+        pytest.skip("needs a CUDA build of torch (a CPU torch builds the CPU op without looking for CUDA)")
+    proc = _configure(tmp_path, {"CUDA_HOME": str(tmp_path / "no-cuda")})
+    assert proc.returncode != 0
+    assert (f"[torchtrt_swish build] CUDA_HOME={tmp_path / 'no-cuda'} has no bin/nvcc: point it at a CUDA toolkit "
+            "root or unset it") in proc.stderr.splitlines()
+
+
+def _torch_has_cuda() -> bool:
+    import torch
+
+    return torch.version.cuda is not None
+
+
+def test_the_build_compiled_against_a_real_toolkit():
+    # Where nvcc on PATH is a wrapper script outside its toolkit (this project's machines), the toolkit root the
+    # build reports must still be the real one.
+    summary = build_summary()
+    if not summary.get("cuda"):
+        pytest.skip("the editable build found no CUDA toolkit (needs nvcc and a CUDA torch)")
+    root = Path(summary["cuda_root"])
+    assert (root / "bin" / "nvcc").is_file() and (root / "include" / "cuda_runtime_api.h").is_file(), root
 
 
 # ----------------------------------------------------------------------------- the torch pin
@@ -201,30 +208,27 @@ def test_importing_under_another_patch_release_works():
 # ----------------------------------------------------------------------------- incremental builds
 
 
-def test_write_if_changed_leaves_an_unchanged_file_alone(tmp_path):
-    target = tmp_path / "build.ninja"
-    assert native_build.write_if_changed(target, "rule a\n") is True
-    os.utime(target, ns=(1, 1))
-    assert native_build.write_if_changed(target, "rule a\n") is False
-    assert target.stat().st_mtime_ns == 1
-    assert native_build.write_if_changed(target, "rule b\n") is True
-    assert target.read_text() == "rule b\n"
+def test_editable_builds_keep_one_build_folder_the_tests_read():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["scikit-build"]
+    editable = [o for o in config["overrides"] if o.get("if", {}).get("state") == "editable"]
+    assert [o["build-dir"] for o in editable] == [BUILD.relative_to(ROOT).as_posix()]
+    assert "{" not in editable[0]["build-dir"]  # a fixed folder: no per-build temporary one
 
 
-def test_editable_builds_reuse_one_build_folder(monkeypatch, tmp_path):
-    # setuptools' editable_wheel hands build_ext a new temporary build_temp on every `pip install -e`.
-    from setuptools import Distribution
+def test_a_finished_build_has_nothing_left_to_do():
+    # What makes `./dev setup` without changes take seconds: nothing in the build graph is always out of date.
+    if not (BUILD / "build.ninja").is_file():
+        pytest.skip("no editable build in build/native (run ./dev setup)")
+    ninja = Path(sys.executable).parent / "ninja"
+    proc = subprocess.run([str(ninja) if ninja.is_file() else "ninja", "-C", str(BUILD), "-n", "-d", "explain"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "ninja: no work to do." in proc.stdout, (proc.stdout + proc.stderr)[-3000:]
 
-    seen = []
-    monkeypatch.setattr(native_build.BuildExtension, "run", lambda self: seen.append(self.build_temp))
-    monkeypatch.setattr(native_build.BuildNative, "cuda", False)
-    monkeypatch.setattr(native_build, "write_if_changed", lambda path, text: False)  # leave the tree's record
-    dist = Distribution({"name": "torchtrt_swish", "ext_modules": native_build.get_extensions(False)})
-    for n in range(2):
-        cmd = native_build.BuildNative(dist)
-        cmd.build_temp = str(tmp_path / f"pip-editable-{n}")
-        cmd.editable_mode = True
-        cmd.ensure_finalized()
-        cmd.run()
-    assert seen[0] == seen[1], seen
-    assert Path(seen[0]).is_relative_to(ROOT / "build")
+
+def test_the_editable_build_puts_the_op_into_the_source_package():
+    import torchtrt_swish
+
+    summary = build_summary()
+    assert summary.get("in_tree") is True, summary
+    assert Path(torchtrt_swish._C.__file__).parent == ROOT / "torchtrt_swish"

@@ -1,17 +1,29 @@
-"""Test-side view of the build: setup.py's paths and toolchain checks (imported by path; setup() is not run)."""
+"""Test-side view of the build: what the CMake configure of the editable build decided (build/native)."""
 from __future__ import annotations
 
-import importlib.util
-import sys
+import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("torchtrt_swish_setup", ROOT / "setup.py")
-native_build = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault(_spec.name, native_build)  # dataclasses look their module up there
-_spec.loader.exec_module(native_build)
+# pyproject.toml's build-dir of editable builds (`./dev setup`, `pip install --no-build-isolation -e .`).
+BUILD = ROOT / "build" / "native"
+SUMMARY = BUILD / "build_summary.json"
+
+
+def build_summary() -> dict:
+    """build/native/build_summary.json, written by CMakeLists.txt; {} before the first build."""
+    try:
+        return json.loads(SUMMARY.read_text())
+    except FileNotFoundError:
+        return {}
 
 
 def nvcc_available() -> bool:
-    """True when the build could find nvcc."""
-    return native_build.cuda_home() is not None
+    """True when the build found a CUDA toolkit and compiled the CUDA kernels."""
+    return bool(build_summary().get("cuda"))
+
+
+def cuda_root() -> Path | None:
+    """The CUDA toolkit root the build used, or None."""
+    root = build_summary().get("cuda_root")
+    return Path(root) if root else None

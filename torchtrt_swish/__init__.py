@@ -7,7 +7,7 @@ from ._torch_pin import mismatch_message
 
 try:
     from ._build_info import TORCH_VERSION as _BUILT_WITH_TORCH
-except ImportError:  # pragma: no cover - a tree built before setup.py recorded it: loading _C is the only check
+except ImportError:  # pragma: no cover - a tree built before the build recorded it: loading _C is the only check
     pass
 else:
     # Checked before _C loads: under another torch its load fails with an undefined C++ symbol, or worse, succeeds.

@@ -1,9 +1,9 @@
 // The CPU op's elementwise kernels with ATen's at::vec, the way ATen writes its own activations (silu's
 // x / (1 + exp(-x)) and silu_backward's formula, SLEEF's exp, fp16/bf16 widened to fp32 and narrowed once).
 //
-// setup.py compiles this file once per instruction set, with -DCPU_CAPABILITY=<name> and that set's -m flags.
+// CMakeLists.txt compiles this file once per instruction set, with -DCPU_CAPABILITY=<name> and that set's -m flags.
 // Everything defined here is in a namespace of that name or has internal linkage, so the copies never collide
-// (inline functions of the included headers are shared: setup.py links the baseline objects first, so the kept
+// (inline functions of the included headers are shared: CMakeLists.txt links the baseline objects first, so the kept
 // copy runs on any CPU). Every copy is built with -ffp-contract=off: the formula is evaluated as written, never
 // fused into an FMA in one loop and not in another, so a full vector and a tail give the same bits.
 #include <ATen/Dispatch.h>
@@ -18,7 +18,7 @@
 #include "swish_cpu_vec.h"
 
 #ifndef CPU_CAPABILITY
-#error "swish_cpu_vec.cpp is built once per instruction set with -DCPU_CAPABILITY=<name> (see setup.py)"
+#error "swish_cpu_vec.cpp is built once per instruction set with -DCPU_CAPABILITY=<name> (see CMakeLists.txt)"
 #endif
 
 namespace torchtrt_swish {

@@ -29,7 +29,7 @@ struct Kernels
         double* partial);
 };
 
-// One namespace per instruction set, named like ATen's CPU_CAPABILITY values; setup.py builds swish_cpu_vec.cpp
+// One namespace per instruction set, named like ATen's CPU_CAPABILITY values; CMakeLists.txt builds swish_cpu_vec.cpp
 // once for each with that macro and the matching -m flags. TORCHTRT_SWISH_CPU_X86 says the x86 ones were built.
 namespace DEFAULT {
 extern Kernels const kKernels;

@@ -1,5 +1,5 @@
 // _backward_plan: the fused backward's host-side planner (csrc/kernels/swish_backward_plan.h) as Python functions,
-// so tests/test_backward_plan.py can check which plan a shape gets without a GPU. Built by setup.py into
+// so tests/test_backward_plan.py can check which plan a shape gets without a GPU. Built by CMakeLists.txt into
 // build/native with a plain C++ compiler (no CUDA include path) and never installed.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD_DIR = Path(os.environ.get("TORCHTRT_SWISH_BUILD_DIR", ROOT / "build" / "native")).resolve()
+BUILD_DIR = ROOT / "build" / "native"  # pyproject.toml's build-dir of editable builds
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 HARNESS_FILE = BUILD_DIR / f"_trt_harness{EXT_SUFFIX}"
 FAKE_NVINFER = BUILD_DIR / "fake_tensorrt" / "libnvinfer.so.10"
-BUILD_HINT = ("build it with `pip install --no-build-isolation -e .` (setup.py builds it into build/native); it needs "
+BUILD_HINT = ("build it with `./dev setup` (the editable build puts it into build/native); it needs "
               "nvcc, pybind11 and the TensorRT headers")
 
 
@@ -45,8 +45,7 @@ PLUGIN_META = load_module_from(_package_dir() / "plugin.py", "torchtrt_swish_plu
 
 
 def _plugin_path() -> Path | None:
-    for cand in (os.environ.get("TORCHTRT_SWISH_PLUGIN"), _package_dir() / PLUGIN_META.LIBRARY_NAME,
-                 BUILD_DIR / PLUGIN_META.LIBRARY_NAME):
+    for cand in (os.environ.get("TORCHTRT_SWISH_PLUGIN"), _package_dir() / PLUGIN_META.LIBRARY_NAME):
         if cand and Path(cand).exists():
             return Path(cand).resolve()
     return None
