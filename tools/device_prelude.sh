@@ -15,7 +15,7 @@ install_carried_wheels() {
 build_from_source() {
     local start log=$1/build.log
     start=$(date +%s)
-    python3 -m pip install -q --no-build-isolation --no-deps -v -e . > "$log" 2>&1 || { tail -40 "$log"; exit 1; }
+    python3 -m pip install --no-build-isolation --no-deps -v -e . > "$log" 2>&1 || { tail -40 "$log"; exit 1; }
     grep -F "[torchtrt_swish build]" "$log"
     echo "build: $(( $(date +%s) - start )) s"
 }
