@@ -15,7 +15,8 @@ Modules (import what you need; none of them needs TensorRT to import):
   factor) and the table/JSON report.
 * ``models`` — the torch models the CLI and examples build (seed Net, torchvision models with random weights).
 * ``cli`` — the ``torchtrt-swish`` console script (export, fuse, build-engine, check, doctor): the entry point, which
-  runs where torchtrt_swish cannot load; the sub-commands in ``cli_tools``, their argument types in ``cli_args``.
+  runs where torchtrt_swish cannot load, and the registry of the tools; each tool is a module of ``tools``, what
+  they share in ``tools.base`` (the Tool shape, exit codes) and ``tools.args`` (argument types, path checks).
   It lives here, on top of both packages: ``onnx_path`` builds on ``torchtrt_swish``, never the other way round.
 
 The node's identity lives in ``common`` and its contract in ``contract``: op_type ``SwishBias``, domain

@@ -4,12 +4,13 @@ Exit codes: 0 success / parity passed, 1 parity failed (doctor: a row failed), 2
 missing file, not an ONNX model, nothing to fuse, unknown dtype, an output path that is an input or another output or
 cannot be written, a SwishBias node the plugin would reject, nothing to compare, TensorRT or the plugin unavailable,
 torchtrt_swish itself not loading). Errors are one line on stderr. Outputs follow torchtrt_swish._output (regular
-files, written atomically). This module is the entry point; the sub-commands are in onnx_path.cli_tools.
+files, written atomically). This module is the entry point and the registry of the tools; each tool is a module of
+onnx_path.tools (what they share: onnx_path.tools.base and onnx_path.tools.args).
 """
 from __future__ import annotations
 
-# Only the standard library at the top: this module must run where torchtrt_swish cannot load, to say so in one line
-# (and to run the doctor); the sub-commands live in onnx_path.cli_tools, which imports both packages.
+# Only the standard library at the top (and onnx_path.tools.base, which is): this module must run where torchtrt_swish
+# cannot load, to say so in one line (and to run the doctor); the tools import both packages when the parser is built.
 import argparse
 import importlib
 import importlib.util
@@ -17,7 +18,10 @@ import re
 import sys
 import types
 
-EXIT_OK, EXIT_PARITY_FAIL, EXIT_USAGE = 0, 1, 2
+from onnx_path.tools.base import EXIT_OK, EXIT_PARITY_FAIL, EXIT_USAGE, HelpFormatter, Tool, UsageError
+
+__all__ = ["EXIT_OK", "EXIT_PARITY_FAIL", "EXIT_USAGE", "UsageError", "Tool", "TOOLS", "tools", "build_parser",
+           "main", "package_error"]
 
 _MAIN_EPILOG = """\
 examples:
@@ -29,10 +33,6 @@ examples:
 
 exit codes: 0 ok/parity passed, 1 parity failed, 2 usage or input error
 """
-
-
-class UsageError(Exception):
-    """Bad arguments or inputs: reported on stderr, exit code 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,18 +47,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         """Print 'PROG: error: MESSAGE (see PROG --help)' and exit 2."""
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Examples kept as written, every option's default shown (a help text that explains its default keeps it)."""
-
-    def _get_help_string(self, action):
-        text = action.help or ""
-        return text if "(default:" in text or action.required else super()._get_help_string(action)
-
-
-def _progress(msg: str) -> None:
-    print(f"[torchtrt-swish] {msg}", file=sys.stderr, flush=True)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -83,40 +71,24 @@ def _version() -> str:
 
 # ------------------------------------------------------------------------------------------------------ tools
 
+#: The tools, in the order of --help: (module of onnx_path.tools, its Tool class). Their modules are imported when the
+#: parser is built, not with this one: they import torchtrt_swish, which may not load here.
+TOOLS = (("export", "Export"), ("fuse", "Fuse"), ("build_engine", "BuildEngine"), ("check", "Check"),
+         ("doctor", "Doctor"))
 
-class Tool:
-    """A sub-command: `name` on the command line, the docstring its help, `epilog` its examples."""
 
-    name = ""
-    epilog = None
-
-    def setup_parser(self, subparsers) -> argparse.ArgumentParser:
-        """Add this tool's sub-parser with its arguments; parsed args carry the tool as `args.tool`."""
-        summary = " ".join(self.__doc__.split())
-        parser = subparsers.add_parser(self.name, help=summary, description=summary, epilog=self.epilog,
-                                       formatter_class=_Formatter)
-        self.add_parser_args(parser)
-        parser.set_defaults(tool=self)
-        return parser
-
-    def add_parser_args(self, parser: argparse.ArgumentParser) -> None:
-        """Declare this tool's arguments on `parser`."""
-        raise NotImplementedError
-
-    def run(self, args: argparse.Namespace) -> int:
-        """Carry out the command; returns the exit code (raise UsageError for bad input)."""
-        raise NotImplementedError
+def tools() -> list[Tool]:
+    """One instance of each tool of TOOLS, in their order."""
+    return [getattr(importlib.import_module(f"onnx_path.tools.{module}"), cls)() for module, cls in TOOLS]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser with one subcommand per tool in onnx_path.cli_tools.TOOLS."""
-    from onnx_path.cli_tools import TOOLS
-
+    """The argparse parser with one subcommand per tool of TOOLS."""
     parser = _Parser(prog="torchtrt-swish", description=__doc__.split("\n")[0], epilog=_MAIN_EPILOG,
-                     formatter_class=_Formatter)
+                     formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for tool in TOOLS:
+    for tool in tools():
         tool.setup_parser(sub)
     return parser
 
@@ -128,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     from torchtrt_swish.extras import install_hint, missing_extra_message
 
     args = _parse(argv)
-    if getattr(args.tool, "base_install", False):
+    if args.tool.base_install:
         return args.tool.run(args)
     try:
         from onnx_path.common import OnnxInputError
@@ -154,8 +126,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"torchtrt-swish {args.command}: error: {args.command} {why}", file=sys.stderr)
         return EXIT_USAGE
-
-
 
 
 # --------------------------------------------------------------------------------------- a package that cannot load
@@ -193,20 +163,10 @@ def _without_the_package(argv: list[str], error: str) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     parser = _Parser(prog="torchtrt-swish doctor", description="check this install (torchtrt_swish does not load here)",
-                     formatter_class=_Formatter)
+                     formatter_class=HelpFormatter)
     doctor.add_arguments(parser)
     return doctor.run(parser.parse_args(argv[argv.index("doctor") + 1:]))
 
 
-def __getattr__(name: str):
-    """The sub-commands' names (Export, TOOLS, DTYPE_NAMES, ...) from onnx_path.cli_tools, where they live now."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    return getattr(importlib.import_module("onnx_path.cli_tools"), name)
-
-
 if __name__ == "__main__":  # pragma: no cover
-    # `python -m onnx_path.cli`: the module's own copy, whose UsageError is the one the sub-commands raise.
-    from onnx_path.cli import main as _main
-
-    sys.exit(_main())
+    sys.exit(main())

@@ -60,7 +60,7 @@ def test_importing_every_torchtrt_swish_module_leaves_onnx_path_unloaded():
 
 DOCTOR = f"{UPSTREAM}.doctor"
 # The CLI's doctor sub-command is the doctor's front end: the one onnx_path module that calls it.
-DOCTOR_FRONT_END = f"{DOWNSTREAM}/cli_tools.py"
+DOCTOR_FRONT_END = f"{DOWNSTREAM}/tools/doctor.py"
 
 
 def test_nothing_the_doctor_runs_imports_the_doctor_back():
@@ -96,3 +96,23 @@ def test_the_public_kernel_header_exposes_only_entry_points_and_their_types():
     assert ours == {"bias_layout.h", "swish_types.h"}, ours
     types = (ROOT / "csrc" / "kernels" / "swish_types.h").read_text()
     assert "#include \"" not in types
+
+
+def test_no_python_source_of_the_packages_is_over_600_lines():
+    """Split by concern before that (docs/architecture.md): one module per CLI tool, the doctor's shared pieces apart."""
+    sources = sorted([*(ROOT / UPSTREAM).rglob("*.py"), *(ROOT / DOWNSTREAM).rglob("*.py")])
+    long = {str(p.relative_to(ROOT)): n for p in sources if (n := len(p.read_text().splitlines())) > 600}
+    assert not long, long
+
+
+def test_one_module_per_cli_tool():
+    """onnx_path/tools/ holds one module per sub-command (named after it), each registered in onnx_path.cli.TOOLS
+    with its own add_parser_args and run; base.py and args.py are what they share."""
+    from onnx_path import cli
+    from onnx_path.tools.base import Tool
+
+    modules = {p.stem for p in (ROOT / DOWNSTREAM / "tools").glob("*.py")} - {"__init__", "base", "args"}
+    assert sorted(module for module, _ in cli.TOOLS) == sorted(modules)
+    for (module, _), tool in zip(cli.TOOLS, cli.tools()):
+        assert type(tool).__module__ == f"{DOWNSTREAM}.tools.{module}" and tool.name.replace("-", "_") == module
+        assert type(tool).add_parser_args is not Tool.add_parser_args and type(tool).run is not Tool.run, module

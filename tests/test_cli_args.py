@@ -1,4 +1,4 @@
-"""The numbers and model specs torchtrt-swish reads from its command line (onnx_path/cli_args.py, the torchvision
+"""The numbers and model specs torchtrt-swish reads from its command line (onnx_path/tools/args.py, the torchvision
 specs of onnx_path/models.py): a value out of range is one line naming the option and the value, exit 2, never a
 traceback and never a run that cannot end.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from onnx_path.cli import EXIT_OK, EXIT_USAGE, main
-from onnx_path.cli_args import MAX_SEED, MAX_SIZE
+from onnx_path.tools.args import MAX_SEED, MAX_SIZE
 
 
 @pytest.fixture(scope="module")

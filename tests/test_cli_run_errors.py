@@ -60,7 +60,7 @@ def test_an_executor_that_lacks_an_op(tmp_path, capsys):
 
 
 def test_a_batch_too_large_to_allocate(tmp_path, capsys):
-    # The largest --batch the parser takes (onnx_path.cli_args.MAX_SIZE) times 2**20 floats: 8 PiB, on no machine.
+    # The largest --batch the parser takes (onnx_path.tools.args.MAX_SIZE) times 2**20 floats: 8 PiB, on no machine.
     graph = h.make_graph([h.make_node("Identity", ["x"], ["y"])], "g",
                          [h.make_tensor_value_info("x", T.FLOAT, ["batch", 1024, 1024])],
                          [h.make_tensor_value_info("y", T.FLOAT, ["batch", 1024, 1024])])

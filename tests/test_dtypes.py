@@ -47,8 +47,9 @@ def test_the_routes_use_this_definition():
     """The ONNX route's export and parity take names and tolerances from this module, not from a copy."""
     pytest.importorskip("onnx", reason="the ONNX route needs the [onnx] extra (onnx)")
     pytest.importorskip("polygraphy", reason="the ONNX route needs the [onnx] extra (polygraphy)")
-    from onnx_path import cli, export, parity
+    from onnx_path import export, parity
+    from onnx_path.tools import check
 
     assert export.parse_dtype is dtypes.parse_dtype and export.DTYPES is dtypes.DTYPES
     assert parity.TOLERANCES is dtypes.TOLERANCES
-    assert cli.DTYPE_NAMES == tuple(dtypes.DTYPES)
+    assert check.DTYPES is dtypes.DTYPES and check.TOLERANCES is dtypes.TOLERANCES

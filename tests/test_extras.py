@@ -154,9 +154,10 @@ def test_other_missing_modules_are_not_blamed_on_an_extra(tmp_path):
     # A module no extra provides, missing inside a sub-command: a real bug, so the traceback stays.
     code = DRIVER.replace("from onnx_path.cli import main", textwrap.dedent('''
         import onnx_path.cli as cli
+        from onnx_path.tools.export import Export
         def broken(args):
             import no_such_module_anywhere
-        cli.Export.run = lambda self, args: broken(args)
+        Export.run = lambda self, args: broken(args)
         main = cli.main'''))
     proc = _python(tmp_path, [], "-c", code, json.dumps([["export", "-o", "m.onnx"]]))
     assert proc.returncode != 0 and "ModuleNotFoundError: No module named 'no_such_module_anywhere'" in proc.stderr

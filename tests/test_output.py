@@ -234,7 +234,7 @@ def test_every_writer_of_the_project_uses_this_rule():
     assert issubclass(common.OutputPathError, _output.OutputPathError)
     assert issubclass(common.OutputPathError, common.OnnxInputError)
     root = Path(__file__).resolve().parent.parent
-    for path in [*(root / "torchtrt_swish").glob("*.py"), *(root / "onnx_path").glob("*.py")]:
+    for path in [*(root / "torchtrt_swish").glob("*.py"), *(root / "onnx_path").rglob("*.py")]:
         if path.name != "_output.py":
             own = _own_writes(path.read_text())
             assert not own, f"{path.name} writes a file itself ({own}): use torchtrt_swish._output"

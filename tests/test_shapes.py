@@ -74,7 +74,8 @@ def test_the_routes_use_this_definition():
     assert ttc.shape_ranges is shapes.shape_ranges
     pytest.importorskip("onnx", reason="the ONNX route needs the [onnx] extra (onnx)")
     pytest.importorskip("polygraphy", reason="the ONNX route needs the [onnx] extra (polygraphy)")
-    from onnx_path import cli, cli_args, engine
+    from onnx_path import engine
+    from onnx_path.tools import args
 
-    assert engine.parse_shape_spec is shapes.parse_shape_spec and cli.parse_shape_spec is shapes.parse_shape_spec
-    assert cli_args.parse_shape is shapes.parse_shape and engine.input_range is shapes.input_range
+    assert engine.parse_shape_spec is shapes.parse_shape_spec and args.parse_shape_spec is shapes.parse_shape_spec
+    assert args.parse_shape is shapes.parse_shape and engine.input_range is shapes.input_range
