@@ -2,8 +2,8 @@
 --version too), and a doctor that runs and names the cause, with its fix, as a FAIL row.
 
 Each install is a copy of the two packages' Python files in a temporary folder, first on PYTHONPATH (before the
-editable install's finder), broken one way: a _build_info.py naming another torch, no _C, or a _C that is no library.
-The console script of this environment runs the copy too, as a user's shell would.
+editable install's path entry), broken one way: a _build_info.py naming another torch, no _C, or a _C that is no
+library. The console script of this environment runs the copy too, as a user's shell would.
 """
 from __future__ import annotations
 
@@ -41,12 +41,9 @@ def broken_install(tmp: Path, how: str) -> tuple[Path, str]:
     return tmp, "the compiled extension torchtrt_swish._C could not be loaded"
 
 
-# The console script's two lines, in an interpreter without the editable install's finder (which would find the
-# source tree's _C for a copy that has none): the copy is the whole install, as a wheel's would be.
-ENTRY = ("import sys\n"
-         "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in getattr(f, '__module__', '')]\n"
-         "from onnx_path.cli import main\n"
-         "sys.exit(main())\n")
+# The console script's two lines: the copy on PYTHONPATH comes before the editable install's path entry (the source
+# tree, after site-packages), so the copy is the whole install, as a wheel's would be.
+ENTRY = "import sys\nfrom onnx_path.cli import main\nsys.exit(main())\n"
 
 
 def run(folder: Path, *args: str, script: bool = False) -> subprocess.CompletedProcess:
