@@ -5,7 +5,7 @@
 # (ninja: only the objects that include it) and timed per kernel by torch.profiler (tools/profile_driver.py),
 # inductor's kernels beside the first; the tree is restored after each. Run it on a copy of the tree (the device
 # tool's): a variant edits the sources in place. Logs: $OUT/logs.tgz (the device tool returns at most 8 files).
-# Carry: third_party (TensorRT headers), .whl (onnx-graphsurgeon, polygraphy).
+# Carry: third_party (TensorRT headers), .whl (onnx-graphsurgeon, polygraphy, scikit-build-core, pathspec).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 source tools/device_prelude.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything one H200 call does, in one script (device time is scarce): build from source with the machine's
 # torch, GPU tests, compute-sanitizer, benchmark. Logs land in $OUT. Carry: third_party (TensorRT headers),
-# .whl (onnx-graphsurgeon, polygraphy).
+# .whl (onnx-graphsurgeon, polygraphy, scikit-build-core, pathspec).
 # Usage: bash tools/device_gpu_check.sh [tests|sanitize|bench|plugin|ncu|cpu|omp|debug|layouts|effnet|issue15|
 #                                        issue24|hostops|all]...
 #   omp: the CPU op on the host's cores (issue 24 item 5): _C's OpenMP symbols and runtime, tests/test_cpu_parallel.py

@@ -1,9 +1,10 @@
-# Sourced by the one-call H200 scripts (device_gpu_check.sh, device_verify.sh, ncu_open_rows.sh), from the
-# repository root: the environment they share, and two steps each of them runs.
+# Sourced by the one-call device scripts (device_gpu_check.sh, device_verify.sh, ncu_open_rows.sh,
+# multi_gpu_check.sh), from the repository root: the environment they share, and two steps each of them runs.
 export PYTHONUNBUFFERED=1 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
 export TORCHTRT_SWISH_NO_FETCH=1
 
-# The carried .whl wheels (onnx-graphsurgeon, polygraphy): the machine has no index to install them from.
+# The carried .whl wheels (onnx-graphsurgeon, polygraphy; scikit-build-core and pathspec for the build): the machine
+# has no index to install them from.
 install_carried_wheels() {
     if [ -d .whl ]; then
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \

@@ -4,7 +4,7 @@
 # more cores (cores 8-15: thread scaling, compiled strides and cache keys, the backward planner), the doctor, the
 # SASS load-order check, then the CPU benchmark alone on the host. Each step under a timeout, so a slow one costs its
 # own rows only. Logs: $OUT/logs.tgz (the device tool returns at most 8 files).
-# Carry: third_party (TensorRT headers), .whl (onnx-graphsurgeon, polygraphy) and, optionally, .lean (one pinned
+# Carry: third_party (TensorRT headers), .whl (onnx-graphsurgeon, polygraphy, scikit-build-core, pathspec) and, optionally, .lean (one pinned
 # TensorRT lean runtime's wheels for this Python, installed into build/trt-lean-<version> for the tensorrt_runtime
 # cuda tests).
 set -uo pipefail

@@ -3,7 +3,7 @@
 # column-sum finalize of a scalar bias against inductor's reduction. Kernel times by torch.profiler first (no
 # replay), then one ncu profile of every kernel of those calls (clocks untouched, caches as the program leaves them,
 # as in a network step). Also the plugin's capture tests and bench_plugin (issue 25's cost check). Logs in $OUT.
-# Carry: third_party (TensorRT headers), .whl (onnx-graphsurgeon, polygraphy).
+# Carry: third_party (TensorRT headers), .whl (onnx-graphsurgeon, polygraphy, scikit-build-core, pathspec).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
