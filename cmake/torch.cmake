@@ -25,8 +25,7 @@ function(swish_torch_target with_cuda)
   add_library(swish_torch INTERFACE)
   target_include_directories(swish_torch SYSTEM INTERFACE "${TORCH_ROOT}/include"
                                                           "${TORCH_ROOT}/include/torch/csrc/api/include")
-  target_compile_definitions(swish_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${TORCH_CXX11_ABI}
-                                                   TORCH_API_INCLUDE_EXTENSION_H TORCH_EXTENSION_NAME=_C)
+  target_compile_definitions(swish_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${TORCH_CXX11_ABI})
   target_compile_features(swish_torch INTERFACE cxx_std_20)
   target_link_libraries(swish_torch INTERFACE "${lib}/libc10.so" "${lib}/libtorch.so" "${lib}/libtorch_cpu.so")
   if(with_cuda)
@@ -40,11 +39,10 @@ endfunction()
 function(swish_torch_openmp_runtime out)
   set(${out} "" PARENT_SCOPE)
   set(torch_cpu "${TORCH_ROOT}/lib/libtorch_cpu.so")
-  find_program(SWISH_READELF NAMES readelf HINTS "${CMAKE_READELF}")
-  if(NOT SWISH_READELF)
+  if(NOT CMAKE_READELF)  # found by CMake with the toolchain's binutils
     return()
   endif()
-  execute_process(COMMAND "${SWISH_READELF}" -d "${torch_cpu}" OUTPUT_VARIABLE dynamic RESULT_VARIABLE rc)
+  execute_process(COMMAND "${CMAKE_READELF}" -d "${torch_cpu}" OUTPUT_VARIABLE dynamic RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0
      OR NOT dynamic MATCHES "\\(NEEDED\\)[^\n]*\\[(lib(gomp|iomp5|omp)(-[0-9a-f]+)?\\.so[.0-9]*)\\]")
     return()

@@ -113,6 +113,12 @@ def test_force_cpu_builds_the_cpu_op_even_with_a_cuda_home_without_nvcc(tmp_path
     assert '"cuda": false' in summary and '"plugin": false' in summary, summary
 
 
+def _torch_has_cuda() -> bool:
+    import torch
+
+    return torch.version.cuda is not None
+
+
 def test_a_build_with_a_wrong_cuda_home_stops_naming_it(tmp_path):
     if not _torch_has_cuda():
         pytest.skip("needs a CUDA build of torch (a CPU torch builds the CPU op without looking for CUDA)")
@@ -120,12 +126,6 @@ def test_a_build_with_a_wrong_cuda_home_stops_naming_it(tmp_path):
     assert proc.returncode != 0
     assert (f"[torchtrt_swish build] CUDA_HOME={tmp_path / 'no-cuda'} has no bin/nvcc: point it at a CUDA toolkit "
             "root or unset it") in proc.stderr.splitlines()
-
-
-def _torch_has_cuda() -> bool:
-    import torch
-
-    return torch.version.cuda is not None
 
 
 def test_the_build_compiled_against_a_real_toolkit():
