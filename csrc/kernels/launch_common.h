@@ -25,6 +25,12 @@ constexpr int kWARPS = kTHREADS / 32;
 // latency.
 constexpr int kUNROLL = 4;
 
+// Elements of one 16-byte pack.
+inline int vecWidth(DType t)
+{
+    return t == DType::kFLOAT32 ? 4 : 8;
+}
+
 // Division by a run-time constant: multiply-high + shift for 32-bit dividends (Granlund-Montgomery), plain
 // 64-bit division otherwise. Integer division per pack would otherwise cost more than the math it indexes.
 struct FastDiv

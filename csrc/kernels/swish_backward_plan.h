@@ -88,11 +88,6 @@ struct FusedPlan
     size_t workspace{0};
 };
 
-// Elements of one 16-byte pack.
-inline int vecWidth(DType t)
-{
-    return t == DType::kFLOAT32 ? 4 : 8;
-}
 
 // Column tiles of the columns kernel: 8 packs (128 bytes of a row, whole sectors) when the row divides into them,
 // so a block spans the most rows and writes the fewest partial sums; otherwise the whole row (up to a block) or

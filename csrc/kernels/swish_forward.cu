@@ -3,8 +3,6 @@
 #include "swish_forward_plan.h"
 #include "swish_math.cuh"
 
-#include <type_traits>
-
 namespace torchtrt_swish {
 namespace {
 

@@ -71,7 +71,7 @@ constexpr bool fwdHasScalarKernel(FwdMode m)
 
 inline FwdLaunch fwdLaunch(DType dtype, FwdMode mode, int vec, int64_t nPacks, FwdParams prm)
 {
-    int const vw = dtype == DType::kFLOAT32 ? 4 : 8;
+    int const vw = vecWidth(dtype);
     if (vw == 8 && vec == 8 && (mode == FwdMode::kSCALAR || mode == FwdMode::kLAST_FIXED)
         && nPacks <= kFWD_HALF_NARROW_PACKS)
     {
@@ -89,7 +89,7 @@ inline FwdLaunch fwdLaunch(DType dtype, FwdMode mode, int vec, int64_t nPacks, F
 //! The plan for n > 0 elements. io: x and y start on 16 bytes; biasAligned: bias does.
 inline FwdPlan planForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool biasAligned)
 {
-    int const vw = dtype == DType::kFLOAT32 ? 4 : 8;
+    int const vw = vecWidth(dtype);
     FwdParams prm{spec, FastDiv{}, FastDiv{}, 0};
     FwdMode body = FwdMode::kPERIODIC;
     FwdMode tail = FwdMode::kPERIODIC;

@@ -179,6 +179,12 @@ inline BiasClass checkBroadcast(at::Tensor const& x, at::Tensor const& bias, cha
     return checked;
 }
 
+//! The layout of the kernels' (x, bias) views in memory format fmt: the checked class itself when that order is x's.
+inline BiasClass kernelClass(BiasClass const& checked, at::MemoryFormat fmt, at::IntArrayRef kx, at::IntArrayRef kb)
+{
+    return fmt == at::MemoryFormat::Contiguous ? checked : classify(kx, kb);
+}
+
 //! Validate (x, bias) and return x dense in keptFormat(x) plus a bias and spec in x's memory order; materializes
 //! non-periodic bias shapes.
 inline Prepared prepare(at::Tensor const& x, at::Tensor const& bias, bool allowDouble)
@@ -190,8 +196,7 @@ inline Prepared prepare(at::Tensor const& x, at::Tensor const& bias, bool allowD
     p.x = x.contiguous(p.format);
     int64_t const rank = x.dim();
     std::vector<int64_t> const kx = kernelSizes(x.sizes(), rank, p.format);
-    BiasClass const cls
-        = p.format == at::MemoryFormat::Contiguous ? checked : classify(kx, kernelSizes(bias.sizes(), rank, p.format));
+    BiasClass const cls = kernelClass(checked, p.format, kx, kernelSizes(bias.sizes(), rank, p.format));
     if (cls.periodic)
     {
         p.bias = kernelOrderIsBiasOrder(bias.sizes(), rank, p.format) ? bias.contiguous()
@@ -217,7 +222,8 @@ inline at::Tensor biasGrad(at::Tensor const& grad, at::Tensor const& bias)
     return db.is_alias_of(grad) ? db.clone() : db;
 }
 
-inline void checkBackward(at::Tensor const& grad, at::Tensor const& x, at::Tensor const& bias, bool allowDouble)
+//! Validate (grad, x, bias); returns bias's layout against x (checkBroadcast).
+inline BiasClass checkBackward(at::Tensor const& grad, at::Tensor const& x, at::Tensor const& bias, bool allowDouble)
 {
     checkDtypes(x, bias, allowDouble, "swish_backward");
     TORCH_CHECK(grad.scalar_type() == x.scalar_type(), "swish_backward: expected grad of dtype ",
@@ -226,7 +232,7 @@ inline void checkBackward(at::Tensor const& grad, at::Tensor const& x, at::Tenso
         grad.device().str());
     TORCH_CHECK(grad.sizes() == x.sizes(), "swish_backward: expected grad of shape ", dims(x.sizes()), ", got ",
         dims(grad.sizes()));
-    checkBroadcast(x, bias, "swish_backward");
+    return checkBroadcast(x, bias, "swish_backward");
 }
 
 } // namespace torchtrt_swish

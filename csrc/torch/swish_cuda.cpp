@@ -49,7 +49,7 @@ at::Tensor swishCuda(at::Tensor const& x, at::Tensor const& bias)
 std::tuple<at::Tensor, at::Tensor> swishBackwardCuda(at::Tensor const& grad, at::Tensor const& x,
     at::Tensor const& bias)
 {
-    checkBackward(grad, x, bias, /*allowDouble=*/false);
+    BiasClass const checked = checkBackward(grad, x, bias, /*allowDouble=*/false);
     c10::cuda::CUDAGuard const guard(x.device());
     // dx keeps x's memory format; the kernels stream memory, so g is laid out like x (a copy only if it is not).
     at::MemoryFormat const fmt = keptFormat(x);
@@ -60,7 +60,7 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardCuda(at::Tensor const& grad, at:
     int64_t const rank = x.dim();
     DType const dt = toDType(xc.scalar_type());
     std::vector<int64_t> const kb = kernelSizes(bias.sizes(), rank, fmt);
-    BiasClass const cls = classify(kernelSizes(x.sizes(), rank, fmt), kb);
+    BiasClass const cls = kernelClass(checked, fmt, kernelSizes(x.sizes(), rank, fmt), kb);
     if (n > 0 && cls.periodic)
     {
         // One pass over (g, x) for dx and dbias when the layout has a fused kernel.

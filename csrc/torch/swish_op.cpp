@@ -75,13 +75,12 @@ at::Tensor swishCpu(at::Tensor const& x, at::Tensor const& bias)
 }
 
 //! dbias = g summed to bias's shape, with the thread-count-independent blocking of cpu::planBiasGrad, in fp64; g
-//! contiguous (a kernelView), dbias in bias's shape.
-at::Tensor biasGradCpu(at::Tensor const& g, at::Tensor const& bias)
+//! contiguous (a kernelView), dbias in bias's shape; cls is classify(g, bias).
+at::Tensor biasGradCpu(at::Tensor const& g, at::Tensor const& bias, BiasClass const& cls)
 {
     int64_t const n = g.numel();
     at::Tensor src = g; // contiguous, viewed as [outer, channels, inner]
     BiasSpec spec{1, 1};
-    BiasClass const cls = classify(g, bias);
     if (cls.periodic)
     {
         spec = cls.spec;
@@ -124,7 +123,7 @@ at::Tensor biasGradCpu(at::Tensor const& g, at::Tensor const& bias)
 
 std::tuple<at::Tensor, at::Tensor> swishBackwardCpu(at::Tensor const& grad, at::Tensor const& x, at::Tensor const& bias)
 {
-    checkBackward(grad, x, bias, /*allowDouble=*/true);
+    BiasClass const checked = checkBackward(grad, x, bias, /*allowDouble=*/true);
     at::MemoryFormat const fmt = keptFormat(x);
     at::Tensor const g = grad.contiguous(fmt);
     at::Tensor const xc = x.contiguous(fmt);
@@ -137,7 +136,9 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardCpu(at::Tensor const& grad, at::
     at::parallel_for(
         0, xc.numel(), kGRAIN, [&](int64_t begin, int64_t end) { backward(dtype, gp, xp, dp, begin, end); });
     int64_t const rank = x.dim();
-    at::Tensor const db = biasGradCpu(kernelView(g, rank, fmt), kernelView(bias, rank, fmt));
+    at::Tensor const gk = kernelView(g, rank, fmt);
+    at::Tensor const bk = kernelView(bias, rank, fmt);
+    at::Tensor const db = biasGradCpu(gk, bk, kernelClass(checked, fmt, gk.sizes(), bk.sizes()));
     return {dx, fromKernelView(db, bias, fmt)};
 }
 
@@ -189,17 +190,8 @@ PyObject* fusedBackwardPlan(PyObject*, PyObject* args)
     {
         return nullptr;
     }
-    std::string const name(dtype);
     torchtrt_swish::DType dt = torchtrt_swish::DType::kFLOAT32;
-    if (name == "float16")
-    {
-        dt = torchtrt_swish::DType::kFLOAT16;
-    }
-    else if (name == "bfloat16")
-    {
-        dt = torchtrt_swish::DType::kBFLOAT16;
-    }
-    else if (name != "float32")
+    if (!torchtrt_swish::dtypeFromName(dtype, dt))
     {
         PyErr_Format(PyExc_ValueError, "fused_backward_plan: dtype must be float32, float16 or bfloat16, got '%s'",
             dtype);

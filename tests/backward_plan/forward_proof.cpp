@@ -72,7 +72,7 @@ std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool bi
 {
     Report r;
     FwdPlan const plan = planForward(dtype, n, spec, io, biasAligned);
-    int const vw = dtype == DType::kFLOAT32 ? 4 : 8;
+    int const vw = vecWidth(dtype);
     std::vector<uint8_t> written(static_cast<size_t>(n), 0);
     int64_t const biasLen = spec.channels; // a full bias has n elements: channels == n
     for (int li = 0; li < plan.count && r.ok(); ++li)

@@ -477,7 +477,6 @@ private:
         {
             SumStage const& st = stages[s];
             SumShape const& sh = st.shape;
-            int const shift = __builtin_ctz(static_cast<unsigned>(sh.colsPer));
             if (sh.colsPer < 1 || sh.colsPer > 8 || (sh.colsPer & (sh.colsPer - 1)) != 0 || sh.threads < 32
                 || sh.threads > kFINAL_THREADS || (sh.threads & (sh.threads - 1)) != 0 || sh.blocks < 1
                 || st.slices < 1 || st.slices > 65535)
@@ -486,6 +485,7 @@ private:
                     + std::to_string(st.slices) + " blocks of " + std::to_string(sh.threads) + " threads, "
                     + std::to_string(sh.colsPer) + " columns each");
             }
+            int const shift = __builtin_ctz(static_cast<unsigned>(sh.colsPer)); // colsPer >= 1 from here
             int const lanes = sh.threads >> shift;
             std::vector<uint8_t> reads(static_cast<size_t>(st.rows * C), 0);
             std::vector<uint8_t> outs(static_cast<size_t>(st.slices) * C, 0);

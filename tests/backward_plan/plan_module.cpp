@@ -22,21 +22,14 @@ namespace torchtrt_swish {
 namespace detail {
 namespace {
 
-DType dtypeFromName(std::string const& name)
+DType dtypeNamed(std::string const& name)
 {
-    if (name == "float32")
+    DType t = DType::kFLOAT32;
+    if (!dtypeFromName(name.c_str(), t))
     {
-        return DType::kFLOAT32;
+        throw py::value_error("dtype must be float32, float16 or bfloat16, got '" + name + "'");
     }
-    if (name == "float16")
-    {
-        return DType::kFLOAT16;
-    }
-    if (name == "bfloat16")
-    {
-        return DType::kBFLOAT16;
-    }
-    throw py::value_error("dtype must be float32, float16 or bfloat16, got '" + name + "'");
+    return t;
 }
 
 char const* kindName(FusedKind k)
@@ -133,7 +126,7 @@ PYBIND11_MODULE(_backward_plan, m)
             {
                 throw py::value_error("sms must be >= 1, got " + std::to_string(sms));
             }
-            return planDict(planFused(dtypeFromName(dtype), n, BiasSpec{channels, inner}, aligned, sms));
+            return planDict(planFused(dtypeNamed(dtype), n, BiasSpec{channels, inner}, aligned, sms));
         },
         py::arg("dtype"), py::arg("n"), py::arg("channels"), py::arg("inner"), py::arg("aligned") = true,
         py::arg("sms") = 132,
@@ -161,7 +154,7 @@ PYBIND11_MODULE(_backward_plan, m)
             for (py::handle h : cases)
             {
                 auto t = h.cast<py::tuple>();
-                in.emplace_back(dtypeFromName(t[0].cast<std::string>()), t[1].cast<int64_t>(),
+                in.emplace_back(dtypeNamed(t[0].cast<std::string>()), t[1].cast<int64_t>(),
                     BiasSpec{t[2].cast<int64_t>(), t[3].cast<int64_t>()}, t[4].cast<bool>(), t[5].cast<int>());
             }
             std::vector<std::pair<std::string, std::string>> out(in.size());
@@ -204,7 +197,7 @@ PYBIND11_MODULE(_backward_plan, m)
             for (py::handle h : cases)
             {
                 auto t = h.cast<py::tuple>();
-                in.emplace_back(dtypeFromName(t[0].cast<std::string>()), t[1].cast<int64_t>(),
+                in.emplace_back(dtypeNamed(t[0].cast<std::string>()), t[1].cast<int64_t>(),
                     BiasSpec{t[2].cast<int64_t>(), t[3].cast<int64_t>()}, t[4].cast<bool>(), t[5].cast<bool>());
             }
             std::vector<std::string> out(in.size());
@@ -223,7 +216,7 @@ PYBIND11_MODULE(_backward_plan, m)
         "forward_plan",
         [](std::string const& dtype, int64_t n, int64_t channels, int64_t inner, bool io, bool biasAligned)
         {
-            FwdPlan const plan = planForward(dtypeFromName(dtype), n, BiasSpec{channels, inner}, io, biasAligned);
+            FwdPlan const plan = planForward(dtypeNamed(dtype), n, BiasSpec{channels, inner}, io, biasAligned);
             py::list launches;
             for (int k = 0; k < plan.count; ++k)
             {
