@@ -17,8 +17,8 @@ from test_backward_plan import PACK, bp  # noqa: F401  (the _backward_plan modul
 
 # Multiprocessors of real GPUs: T4-class 40 is not listed on purpose, L4 58 neither; these span 16 (small parts) to
 # B200-class 148 and 170.
+# The SM counts of real GPUs (16 to 170): the planner's decisions move with them.
 SMS = (16, 46, 78, 108, 114, 132, 148, 170)
-FAMILIES = {"rows", "cols", "grouped_cols", "planes_samples", "planes_planes", "planes_split"}
 # Elements of one walked case at the most, and of one test's cases together (the walk goes element by element, about
 # 10 ns each): below it every distinct plan is walked, above it a seeded sample of the largest cases fills it.
 MAX_ELEMS = 1 << 22

@@ -4,10 +4,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from test_backward_plan import bp  # noqa: F401  (the _backward_plan module fixture)
+from test_backward_proof import SMS
 
 from torchtrt_swish import switch_points
 
-SMS = (16, 46, 78, 108, 114, 132, 148, 170)
 FAMILIES = {"rows", "cols", "grouped_cols", "planes_samples", "planes_planes", "planes_split"}
 
 
@@ -37,17 +38,8 @@ def test_cases_follow_the_sm_count():
     assert small != large
 
 
-def test_plan_of_matches_the_planner_module():
+def test_plan_of_matches_the_planner_module(bp):  # noqa: F811  (the fixture)
     """_C's plan families are the test module's (both compile csrc/kernels/swish_backward_plan.h)."""
-    from test_backward_plan import MODULE_FILE
-
-    if not MODULE_FILE.exists():
-        pytest.skip(f"planner test module {MODULE_FILE.name} not built (needs pybind11)")
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_backward_plan", MODULE_FILE)
-    bp = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bp)
     for c in switch_points.switch_point_cases(132):
         n = math.prod(c.x_shape)
         inner = math.prod(c.x_shape[2:]) if len(c.bias_shape) > 1 else 1
