@@ -33,7 +33,6 @@ __all__ = [
     "OutputPathError",
     "load_model",
     "save_model",
-    "output_target",
     "external_data_files",
     "model_tensors",
     "atomic_output",
@@ -60,13 +59,7 @@ class OnnxInputError(ValueError):
 
 
 class OutputPathError(OnnxInputError, _output.OutputPathError):
-    """An output path that must not be written: neither a regular file nor a new path (see output_target)."""
-
-
-def output_target(path: str | Path) -> Path:
-    """The file a write to `path` replaces (torchtrt_swish._output.output_target); OutputPathError otherwise."""
-    with _output_errors():
-        return _output.output_target(path)
+    """An output path that must not be written: neither a regular file nor a new path (torchtrt_swish._output.output_target)."""
 
 
 @contextlib.contextmanager

@@ -309,10 +309,7 @@ def save_in_one_file(model: onnx.ModelProto, path: str | Path, base_dir: str | P
     streamed = [onnx.TensorProto.FromString(t.SerializeToString()) for t in streamed]  # outlive the list below
     del out.graph.initializer[:]
     out.graph.initializer.extend(kept)
-    for tensor in model_tensors(out):
-        if uses_external_data(tensor):
-            _source(tensor, base)  # the same location rule as everywhere
-            load_external_data_for_tensor(tensor, str(base))
+    out = load_weights(out, base)
     with atomic_output(path, inputs=_sources(model, base)) as tmp:
         with open(tmp, "wb") as sink:
             sink.write(out.SerializeToString())

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib.util
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -48,6 +47,7 @@ import torch
 
 from . import converter
 from ._output import write_bytes
+from ._probe import installed
 from .plugin import plugin_library_path
 from .shapes import DynamicShapes, shape_ranges
 
@@ -55,17 +55,10 @@ from .shapes import DynamicShapes, shape_ranges
 _COMPILED_INPUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _installed(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def unavailable_reason() -> str | None:
     """Why the TensorRT route cannot run in this process (missing package, GPU or plugin library); None if it can."""
     for name in ("torch_tensorrt", "tensorrt"):
-        if not _installed(name):
+        if not installed(name):
             return f"{name} is not installed"
     if not torch.cuda.is_available():
         return "no CUDA GPU is visible"

@@ -41,7 +41,7 @@ class BuildEngine(Tool):
 
         path = existing_file(args.input)
         check_paths({"input": path, "--plugin": args.plugin}, {"-o": args.output})
-        check_swish_nodes(load_model(path), str(path))  # the plugin's rejection, said before TensorRT is involved
+        check_swish_nodes(load_model(path, load_external_data=False), str(path))  # the plugin's rejection, said before TensorRT is involved
         shapes = {k: profile_shapes(f"--{k}-shapes", getattr(args, f"{k}_shapes")) for k in ("min", "opt", "max")}
         progress(f"building a {args.precision} TensorRT engine from {path} ...")
 
