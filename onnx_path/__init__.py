@@ -19,34 +19,39 @@ Modules (import what you need; none of them needs TensorRT to import):
   they share in ``tools.base`` (the Tool shape, exit codes) and ``tools.args`` (argument types, path checks).
   It lives here, on top of both packages: ``onnx_path`` builds on ``torchtrt_swish``, never the other way round.
 
-The node's identity lives in ``common`` and its contract in ``contract``: op_type ``SwishBias``, domain
-``torchtrt_swish``, attributes ``plugin_version="1"`` and ``plugin_namespace="torchtrt_swish"``, inputs
-``(x, bias)`` and no ``bias`` attribute.
+The node's identity and contract live in ``contract``: op_type ``SwishBias``, domain ``torchtrt_swish``, attributes
+``plugin_version="1"`` and ``plugin_namespace="torchtrt_swish"``, inputs ``(x, bias)`` and no ``bias`` attribute.
+Model files (an ONNX model and where its weights live: open, save, weights) are ``model_file``'s; ``common`` holds
+the graph queries.
 
-The names below are imported from ``common`` on first use, so that importing the package (as the console script
-does) needs only the base install; the ``[onnx]`` extra is needed once one of them, or a module, is used.
+The names below are imported on first use, so that importing the package (as the console script does) needs only
+the base install; the ``[onnx]`` extra is needed once one of them, or a module, is used.
 """
 from __future__ import annotations
 
 import importlib
 
-__all__ = [
-    "SWISH_OP",
-    "SWISH_DOMAIN",
-    "PLUGIN_VERSION",
-    "PLUGIN_NAMESPACE",
-    "OnnxInputError",
-    "load_model",
-    "save_model",
-    "op_counts",
-    "swish_nodes",
-]
+# name: the module that defines it (each imports onnx).
+_HOMES = {
+    "SWISH_OP": "contract",
+    "SWISH_DOMAIN": "contract",
+    "PLUGIN_VERSION": "contract",
+    "PLUGIN_NAMESPACE": "contract",
+    "swish_nodes": "contract",
+    "OnnxInputError": "model_file",
+    "OnnxModel": "model_file",
+    "load_model": "model_file",
+    "open_model": "model_file",
+    "save_model": "model_file",
+    "op_counts": "common",
+}
+__all__ = list(_HOMES)
 
 
 def __getattr__(name: str):
-    """The names of __all__, from onnx_path.common (which imports onnx) when first asked for."""
-    if name in __all__:
-        value = getattr(importlib.import_module(".common", __name__), name)
+    """The names of __all__, from their modules when first asked for."""
+    if name in _HOMES:
+        value = getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,7 +8,7 @@ from typing import TypeVar, Union
 import onnxscript
 from onnxscript.onnx_types import BFLOAT16, FLOAT, FLOAT16
 
-from .common import PLUGIN_NAMESPACE, PLUGIN_VERSION, SWISH_DOMAIN, SWISH_OPSET_VERSION
+from .contract import PLUGIN_NAMESPACE, PLUGIN_VERSION, SWISH_DOMAIN, SWISH_OPSET_VERSION
 
 swish_opset = onnxscript.values.Opset(SWISH_DOMAIN, SWISH_OPSET_VERSION)
 

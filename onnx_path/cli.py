@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.tool.base_install:
         return args.tool.run(args)
     try:
-        from onnx_path.common import OnnxInputError
+        from onnx_path.model_file import OnnxInputError
         from onnx_path.engine import EngineBuildError, PluginNotFoundError, TensorRTUnavailable
         from onnx_path.export import ExportError
         from onnx_path.parity import ParityInputError

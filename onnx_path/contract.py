@@ -24,31 +24,38 @@ rules to what it is about to emit (``x_dtype_problem``, ``bias_problem``) and va
 """
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
-import numpy as np
 import onnx
 
-from torchtrt_swish.layout import SCALAR, plugin_layout
+from torchtrt_swish.layout import plugin_layout
+from torchtrt_swish.plugin import PLUGIN_NAME, PLUGIN_NAMESPACE, PLUGIN_VERSION
 
-from .common import (
-    PLUGIN_NAMESPACE,
-    PLUGIN_VERSION,
-    SWISH_DOMAIN,
-    SWISH_ELEM_TYPES,
-    SWISH_OP,
-    OnnxInputError,
-    elem_type_name,
-    iter_graphs,
-    node_label,
-)
+from .common import elem_type_name, iter_graphs, node_label
+from .model_file import OnnxInputError
+
+# The node's identity: TensorRT's ONNX parser falls back to the plugin registry with the node's op_type as plugin
+# name and its `plugin_version` (default "1") and `plugin_namespace` (default "") attributes; it never reads the
+# domain, so a node carries both attributes (the domain only keeps ONNX tools from taking it for a standard op).
+SWISH_OP = PLUGIN_NAME
+SWISH_DOMAIN = PLUGIN_NAMESPACE
+SWISH_OPSET_VERSION = 1
+# Element types the plugin (and so a SwishBias node) accepts; float64 exists only on the torch CPU path.
+SWISH_ELEM_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
 
 __all__ = [
+    "SWISH_OP",
+    "SWISH_DOMAIN",
+    "SWISH_OPSET_VERSION",
+    "SWISH_ELEM_TYPES",
+    "PLUGIN_NAME",
+    "PLUGIN_VERSION",
+    "PLUGIN_NAMESPACE",
+    "is_swish_node",
+    "swish_nodes",
     "SwishContractError",
     "PLUGIN_ATTRIBUTES",
     "attribute_problem",
-    "bias_layout",
     "identity_problem",
     "x_dtype_problem",
     "bias_problem",
@@ -71,21 +78,14 @@ class SwishContractError(OnnxInputError):
     """A SwishBias node that the plugin would reject."""
 
 
-def bias_layout(bias_shape: Sequence[int], x_shape: Sequence | None) -> tuple[bool, str]:
-    """(ok, layout name) when the plugin supports this bias for x; (False, reason) otherwise.
+def is_swish_node(node: onnx.NodeProto) -> bool:
+    """True for a node that follows the SwishBias contract's op_type and domain."""
+    return node.op_type == SWISH_OP and node.domain == SWISH_DOMAIN
 
-    The rule is the package's twin of the plugin's classifyBias() (torchtrt_swish.layout); symbolic ONNX dims
-    (dim_param names) count as dynamic.
-    """
-    b = [int(d) for d in bias_shape]
-    if x_shape is None:
-        # Unknown rank: only a bias that cannot grow x (numel 1, rank <= 1) is safe.
-        if math.prod(b) == 1 and len(b) <= 1:
-            return True, SCALAR
-        return False, f"bias of shape {b} for x of unknown shape cannot be checked against x"
-    xs = [int(d) if isinstance(d, (int, np.integer)) else None for d in x_shape]
-    layout, why = plugin_layout(xs, b)
-    return (False, why) if layout is None else (True, layout)
+
+def swish_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """The SwishBias nodes of the main graph and of its If/Loop/Scan bodies."""
+    return [n for _, g in iter_graphs(model.graph) for n in g.node if is_swish_node(n)]
 
 
 def _attr_type(attr: onnx.AttributeProto) -> str:
@@ -134,8 +134,7 @@ def bias_problem(x_type: ValueType, bias_type: ValueType) -> str | None:
         return f"bias {reason}"
     if b_shape is None or any(d is None for d in b_shape):
         return None
-    ok, why = bias_layout(b_shape, x_shape)
-    return None if ok else why
+    return plugin_layout(x_shape, b_shape)[1] or None
 
 
 def _type_of(tp: onnx.TypeProto) -> ValueType:

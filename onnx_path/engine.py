@@ -22,15 +22,11 @@ from torchtrt_swish.extras import POLYGRAPHY_MIN, older_than
 from torchtrt_swish.plugin import PluginLoadError, load_plugin, plugin_identity, plugin_library_path
 from torchtrt_swish.shapes import DEFAULT_BATCH_RANGE, input_range, parse_shape_spec
 
-from .common import (
-    OnnxInputError,
-    first_line,
-    graph_inputs,
-    is_swish_node,
-    load_model,
-    swish_nodes,
-)
-from .contract import SwishContractError, attribute_problem
+from torchtrt_swish._output import first_line
+
+from .common import graph_inputs
+from .contract import SwishContractError, attribute_problem, is_swish_node, swish_nodes
+from .model_file import OnnxInputError, load_model
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 _HALF_TYPES = {onnx.TensorProto.FLOAT16: "fp16", onnx.TensorProto.BFLOAT16: "bf16"}

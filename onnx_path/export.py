@@ -29,18 +29,10 @@ import torch
 import torchtrt_swish  # noqa: F401  (loads the op so torch.ops.torchtrt_swish.swish exists)
 from torchtrt_swish.dtypes import DTYPES, parse_dtype
 
-from .common import (
-    PLUGIN_NAMESPACE,
-    PLUGIN_VERSION,
-    SWISH_DOMAIN,
-    SWISH_OP,
-    all_nodes,
-    flush_denormals,
-    is_swish_node,
-    node_label,
-    save_model,
-)
-from .contract import bias_problem, value_types
+from .common import all_nodes, node_label
+from .contract import PLUGIN_NAMESPACE, PLUGIN_VERSION, SWISH_DOMAIN, SWISH_OP, bias_problem, is_swish_node, value_types
+from .model_file import save_model
+from .models import flush_denormals
 
 MIN_OPSET = 11
 DEFAULT_TORCHSCRIPT_OPSET = 17

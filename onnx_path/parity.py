@@ -47,12 +47,14 @@ from polygraphy.common import TensorMetadata
 from polygraphy.comparator import Comparator, CompareFunc, RunResults
 from polygraphy.logger import G_LOGGER
 
+from torchtrt_swish._output import first_line
 from torchtrt_swish.dtypes import TOLERANCES
 
-from .common import elem_type_name, first_line, flush_denormals, graph_inputs, numpy_dtype_for
+from .common import elem_type_name, graph_inputs, numpy_dtype_for
 from .feeds import FeedError, non_tensor_io, onnx_input_metadata, random_feeds, show_shape
-from .external_data import external_data_problem, with_inferred_types
-from .reference import ReferenceExecutor, external_data_options, numpy_to_torch, ort_session
+from .model_file import OnnxModel, with_inferred_types
+from .models import flush_denormals
+from .reference import ReferenceExecutor, numpy_to_torch, ort_session
 from .verdict import (
     BASELINE_FACTOR,
     BASELINE_SUFFIX,
@@ -172,18 +174,17 @@ class TorchRunner(BaseRunner):
 class ReferenceExecutorRunner(BaseRunner):
     """Polygraphy runner around the CPU plugin-graph executor (onnx.reference + this package's kernel)."""
 
-    def __init__(self, model: onnx.ModelProto, name: str | None = None, base_dir: str | Path | None = None):
+    def __init__(self, model: OnnxModel | onnx.ModelProto, name: str | None = None):
         super().__init__(name=name, prefix="onnx-reference+swish")
-        self._onnx = model
-        self._base_dir = base_dir
+        self._onnx = OnnxModel.of(model)
 
     def activate_impl(self):
         """Build the evaluator."""
-        self.executor = ReferenceExecutor(self._onnx, self._base_dir)
+        self.executor = ReferenceExecutor(self._onnx)
 
     def get_input_metadata_impl(self):
         """Input metadata read from the ONNX graph."""
-        return onnx_input_metadata(self._onnx)
+        return onnx_input_metadata(self._onnx.proto)
 
     def infer_impl(self, feed_dict):
         """Evaluate the graph once."""
@@ -231,7 +232,7 @@ def _run_each(runners: Sequence[BaseRunner], feeds: Sequence[Mapping[str, np.nda
             one = Comparator.run([runner], data_loader=list(feeds))
         except Exception as exc:  # noqa: BLE001 - executors raise their own types (ORT's Fail, NumPy's, MemoryError)
             shapes = ", ".join(f"{k}: {show_shape(np.shape(v))}" for k, v in feeds[0].items()) if feeds else "none"
-            text = _first_line(exc) if not isinstance(exc, MemoryError) else f"MemoryError: cannot allocate ({exc})"
+            text = first_line(exc, typed=True) if not isinstance(exc, MemoryError) else f"MemoryError: cannot allocate ({exc})"
             raise RunFailure(f"{runner.name} could not run the model on inputs {shapes}: {text[:400]}") from None
         for name, iterations in one.items():  # (RunResults.update assigns to a list by name in Polygraphy 0.53)
             results[name] = iterations
@@ -351,10 +352,6 @@ def _trt_runner(engine_path: str | Path, name: str):
     return TrtRunner(EngineFromBytes(BytesFromPath(str(engine_path))), name=name)
 
 
-def _first_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {first_line(exc)}"
-
-
 def _value_infos(values) -> dict[str, tuple[int, list | None]]:
     out = {}
     for vi in values:
@@ -422,25 +419,27 @@ def export_baseline(torch_model: torch.nn.Module, candidate: onnx.ModelProto,
                        dynamic_batch=False, dtype=dtype)
 
 
-def _ort_reference_runner(model: onnx.ModelProto, name: str, what: str, base_dir: str | Path | None = None):
-    import onnxruntime as ort
+def _all_outputs(model: OnnxModel) -> OnnxModel:
+    """`model` with every intermediate tensor marked as an output (per-layer comparisons)."""
+    return model.with_proto(modify_outputs(with_inferred_types(model.proto), outputs=constants.MARK_ALL, copy=True))
 
+
+def _ort_reference_runner(model: OnnxModel, name: str, what: str):
     try:
-        options = external_data_options(ort.SessionOptions(), model, base_dir)
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        session = ort_session(model, swish=False)
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types per failure
-        dtypes = sorted({elem_type_name(vi.type.tensor_type.elem_type) for vi in graph_inputs(model)})
+        dtypes = sorted({elem_type_name(vi.type.tensor_type.elem_type) for vi in graph_inputs(model.proto)})
         raise ParityInputError(f"ONNX Runtime cannot run the {what} ({'/'.join(dtypes)} inputs): "
-                               f"{_first_line(exc)}") from None
+                               f"{first_line(exc, typed=True)}") from None
     return OnnxrtRunner(session, name=name)
 
 
 def _check_parity(
-    onnx_model: onnx.ModelProto,
+    onnx_model: OnnxModel | onnx.ModelProto,
     *,
     torch_model: torch.nn.Module | None = None,
-    reference_onnx: onnx.ModelProto | None = None,
-    baseline_onnx: onnx.ModelProto | None = None,
+    reference_onnx: OnnxModel | onnx.ModelProto | None = None,
+    baseline_onnx: OnnxModel | onnx.ModelProto | None = None,
     feeds: Sequence[Mapping[str, np.ndarray]] | None = None,
     dtype: str = "float32",
     backends: Sequence[str] = ("reference", "ort"),
@@ -453,9 +452,6 @@ def _check_parity(
     model_name: str = "",
     baseline_name: str = "",
     baseline_skipped: str = "",
-    base_dir: str | Path | None = None,
-    reference_base_dir: str | Path | None = None,
-    baseline_base_dir: str | Path | None = None,
 ) -> ParityReport:
     """Implementation of check_parity (without the logger setting)."""
     if dtype not in TOLERANCES:
@@ -466,35 +462,31 @@ def _check_parity(
         tolerances = (check_tolerance("atol", tolerances[0]), check_tolerance("rtol", tolerances[1]))
     if engine_path is not None and not Path(engine_path).is_file():
         raise ParityInputError(f"{engine_path}: no such engine file")
-    if (why := non_tensor_io(onnx_model)) is not None:
+    model, reference, baseline = (None if m is None else OnnxModel.of(m) for m in (onnx_model, reference_onnx,
+                                                                                   baseline_onnx))
+    if (why := non_tensor_io(model.proto)) is not None:
         raise ParityInputError(why)
-    for what, model, folder in ((model_name or "the model", onnx_model, base_dir), ("the reference", reference_onnx,
-                                reference_base_dir), ("the baseline", baseline_onnx, baseline_base_dir)):
-        if model is not None and (why := external_data_problem(model, folder)) is not None:
+    for what, opened in ((model_name or "the model", model), ("the reference", reference), ("the baseline", baseline)):
+        if opened is not None and (why := opened.weights_problem()) is not None:
             raise ParityInputError(f"{what}: its weights cannot be read: {why}")
-    if reference_onnx is not None and (why := io_mismatch(onnx_model, reference_onnx)) is not None:
+    if reference is not None and (why := io_mismatch(model.proto, reference.proto)) is not None:
         raise ParityInputError(why)
-    if baseline_onnx is not None and (why := io_mismatch(onnx_model, baseline_onnx, "baseline")) is not None:
+    if baseline is not None and (why := io_mismatch(model.proto, baseline.proto, "baseline")) is not None:
         raise ParityInputError(why)
-    feeds = list(feeds) if feeds is not None else random_feeds(onnx_model, batch=batch, seed=seed)
-    output_names = [o.name for o in onnx_model.graph.output]
-    candidate = onnx_model
-    if per_layer:
-        candidate = modify_outputs(with_inferred_types(onnx_model), outputs=constants.MARK_ALL,
-                                   copy=True)
+    feeds = list(feeds) if feeds is not None else random_feeds(model.proto, batch=batch, seed=seed)
+    output_names = [o.name for o in model.proto.graph.output]
+    candidate = _all_outputs(model) if per_layer else model
     runners: list[BaseRunner] = []
     skipped: list[dict] = []
     if torch_model is not None:
-        runners.append(TorchRunner(torch_model, onnx_input_metadata(onnx_model), output_names, reference=True))
+        runners.append(TorchRunner(torch_model, onnx_input_metadata(model.proto), output_names, reference=True))
     else:
-        ref = reference_onnx
-        if per_layer:
-            ref = modify_outputs(with_inferred_types(ref), outputs=constants.MARK_ALL, copy=True)
-        runners.append(_ort_reference_runner(ref, "onnxruntime-original", "reference model", reference_base_dir))
+        runners.append(_ort_reference_runner(_all_outputs(reference) if per_layer else reference,
+                                             "onnxruntime-original", "reference model"))
     onnx_runner_indices = []
     for backend in backends:
         if backend == "reference":
-            runners.append(ReferenceExecutorRunner(candidate, name="onnx-reference+swish", base_dir=base_dir))
+            runners.append(ReferenceExecutorRunner(candidate, name="onnx-reference+swish"))
         elif backend == "ort":
             if not _has_ort_extensions():
                 skipped.append({"runner": "onnxruntime+swish", "reason": "onnxruntime-extensions is not installed "
@@ -504,7 +496,7 @@ def _check_parity(
                 skipped.append({"runner": "onnxruntime+swish", "reason": f"ONNX Runtime route is float32 only "
                                                                        f"(dtype {dtype})"})
                 continue
-            runners.append(OnnxrtRunner(lambda m=candidate: ort_session(m, base_dir), name="onnxruntime+swish"))
+            runners.append(OnnxrtRunner(lambda m=candidate: ort_session(m), name="onnxruntime+swish"))
         else:
             raise ValueError(f"unknown backend {backend!r}; choose from reference, ort")
         onnx_runner_indices.append(len(runners) - 1)
@@ -518,14 +510,14 @@ def _check_parity(
         reasons = "; ".join(f"{s['runner']}: {s['reason']}" for s in skipped) or "no backend was asked for"
         raise ParityInputError(f"nothing to compare: no candidate could run ({reasons})")
     baseline_of = {}
-    if baseline_onnx is not None:
+    if baseline is not None:
         # The same executors over the baseline model (graph outputs only: intermediates have other names).
         for i in onnx_runner_indices:
             name = runners[i].name + BASELINE_SUFFIX
             if isinstance(runners[i], ReferenceExecutorRunner):
-                runners.append(ReferenceExecutorRunner(baseline_onnx, name=name, base_dir=baseline_base_dir))
+                runners.append(ReferenceExecutorRunner(baseline, name=name))
             else:
-                runners.append(OnnxrtRunner(lambda m=baseline_onnx: ort_session(m, baseline_base_dir), name=name))
+                runners.append(OnnxrtRunner(lambda m=baseline: ort_session(m), name=name))
             baseline_of[i] = len(runners) - 1
     elif baseline_skipped:
         skipped.append({"runner": "baseline", "reason": baseline_skipped})
@@ -535,11 +527,11 @@ def _check_parity(
         extra_pairs.append((onnx_runner_indices[1], onnx_runner_indices[0]))
     return compare_runners(runners, feeds, reference_index=0, dtype=dtype, tolerances=tolerances,
                            extra_pairs=extra_pairs, baseline_of=baseline_of, per_layer=per_layer,
-                           model_name=model_name, baseline_model=baseline_name if baseline_onnx is not None else "",
+                           model_name=model_name, baseline_model=baseline_name if baseline is not None else "",
                            skipped=skipped, warn_outputs=output_names)
 
 
-def check_parity(onnx_model: onnx.ModelProto, **kwargs) -> ParityReport:
+def check_parity(onnx_model: OnnxModel | onnx.ModelProto, **kwargs) -> ParityReport:
     """Compare the CPU executors (and a TensorRT engine, if given and possible) of `onnx_model` with a reference.
 
     Keyword arguments: torch_model (reference, run in float64 with the independent swish — preferred) or

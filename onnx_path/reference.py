@@ -20,7 +20,6 @@ could not resolve fails here too.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -31,9 +30,9 @@ from onnx.reference.ops import load_op
 
 import torchtrt_swish
 
-from .common import SWISH_DOMAIN, SWISH_OP, is_swish_node, iter_graphs
-from .contract import attribute_problem, identity_problem, value_types
-from .external_data import has_external_tensors, load_weights, mapped_weights
+from .common import iter_graphs
+from .contract import SWISH_DOMAIN, SWISH_OP, attribute_problem, identity_problem, is_swish_node, value_types
+from .model_file import OnnxModel
 from .surgery_values import sparse_to_dense
 
 ORT_DOMAIN = "ai.onnx.contrib"
@@ -55,7 +54,6 @@ __all__ = [
     "SwishBias",
     "ReferenceExecutor",
     "rewrite_for_ort",
-    "external_data_options",
     "ort_session",
     "run_graph",
 ]
@@ -151,13 +149,14 @@ def _dense_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
 class ReferenceExecutor:
     """onnx.reference.ReferenceEvaluator over a model, with SwishBias computed by this package's CPU kernel.
 
-    `base_dir`: the folder the model's external tensors are read from (onnx_path.external_data), when it has some.
+    An OnnxModel's external tensors are read from its folder (onnx_path.model_file).
     """
 
-    def __init__(self, model: onnx.ModelProto, base_dir: str | Path | None = None):
-        self.model = model
-        version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
-        used = {n.op_type for _, g in iter_graphs(model.graph) for n in g.node if n.domain in ("", "ai.onnx")}
+    def __init__(self, model: OnnxModel | onnx.ModelProto):
+        model = OnnxModel.of(model)
+        self.model = model.proto
+        version = next((o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")), None)
+        used = {n.op_type for _, g in iter_graphs(self.model.graph) for n in g.node if n.domain in ("", "ai.onnx")}
         wide = []
         for op in ACCUMULATING_OPS if version else ():
             if op in used:
@@ -166,8 +165,8 @@ class ReferenceExecutor:
                 except Exception:  # noqa: BLE001 - an op this opset lacks: the evaluator reports it as it always did
                     pass
         # The main graph's external weights go in as memory-mapped inputs, the rest is loaded.
-        runnable, self._weights = mapped_weights(model, base_dir)
-        runnable = _dense_initializers(load_weights(runnable, base_dir))
+        runnable, self._weights = model.mapped_weights()
+        runnable = _dense_initializers(runnable.weights())
         self._evaluator = ReferenceEvaluator(runnable, new_ops=[SwishBias, *wide])
 
     @property
@@ -237,40 +236,38 @@ def rewrite_for_ort(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
-def external_data_options(options, model: onnx.ModelProto, base_dir: str | Path | None):
-    """`options` (ort.SessionOptions) told where the external tensors of a model given as bytes are read from."""
-    if base_dir is not None and has_external_tensors(model):
-        # ONNX Runtime resolves external data against the model file's folder; bytes have none, so name it.
-        options.add_session_config_entry("session.model_external_initializers_file_folder_path",
-                                         str(Path(base_dir).resolve()))
-    return options
+def ort_session(model: OnnxModel | onnx.ModelProto, *, swish: bool = True):
+    """An onnxruntime.InferenceSession (CPU) running `model`; with `swish`, on rewrite_for_ort's copy, its SwishBias
+    nodes computed by this package's kernel.
 
-
-def ort_session(model: onnx.ModelProto, base_dir: str | Path | None = None):
-    """An onnxruntime.InferenceSession (CPU) running `model`, SwishBias nodes computed by this package's kernel.
-
-    `base_dir`: where the model's external tensors are; the rewritten skeleton goes to ONNX Runtime as bytes and
-    ONNX Runtime reads the weights from their files (a model over 2 GiB cannot be serialized whole).
+    The proto goes to ONNX Runtime as bytes (a model over 2 GiB cannot be serialized whole) and ONNX Runtime reads
+    an OnnxModel's external weights from its folder.
     """
     import onnxruntime as ort
-    from onnxruntime_extensions import get_library_path
 
-    _register_ort_ops()
-    options = ort.SessionOptions()
-    options.register_custom_ops_library(get_library_path())
-    options.log_severity_level = 3  # the Python-op bridge logs a warning per op otherwise
-    rewritten = rewrite_for_ort(model)
-    return ort.InferenceSession(rewritten.SerializeToString(), external_data_options(options, rewritten, base_dir),
-                                providers=["CPUExecutionProvider"])
+    model = OnnxModel.of(model)
+    options, proto = ort.SessionOptions(), model.proto
+    if swish:
+        from onnxruntime_extensions import get_library_path
+
+        _register_ort_ops()
+        options.register_custom_ops_library(get_library_path())
+        options.log_severity_level = 3  # the Python-op bridge logs a warning per op otherwise
+        proto = rewrite_for_ort(proto)
+    if model.folder is not None and model.has_external_tensors():
+        # ONNX Runtime resolves external data against the model file's folder; bytes have none, so name it.
+        options.add_session_config_entry("session.model_external_initializers_file_folder_path",
+                                         str(model.folder.resolve()))
+    return ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
-def run_graph(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], backend: str = "reference",
-              base_dir: str | Path | None = None) -> dict:
+def run_graph(model: OnnxModel | onnx.ModelProto, feeds: Mapping[str, np.ndarray], backend: str = "reference"
+              ) -> dict:
     """Run `model` once on the CPU with the chosen backend ('reference' or 'ort'); outputs by name."""
     if backend == "reference":
-        return ReferenceExecutor(model, base_dir).run(feeds)
+        return ReferenceExecutor(model).run(feeds)
     if backend == "ort":
-        sess = ort_session(model, base_dir)
+        sess = ort_session(model)
         names = [o.name for o in sess.get_outputs()]
         return dict(zip(names, sess.run(names, dict(feeds))))
     raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")

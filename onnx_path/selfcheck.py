@@ -27,7 +27,7 @@ def onnx_route() -> str:
     from torchtrt_swish.ops import swish
     from torchtrt_swish.plugin import load_plugin
 
-    from .common import swish_nodes
+    from .contract import swish_nodes
     from .engine import build_engine
     from .export import export_onnx
 

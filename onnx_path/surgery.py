@@ -50,8 +50,8 @@ in the written model.
 
 Constants are read without caching them in graphsurgeon's tensors (``onnx_path.surgery_values``): a sparse
 initializer that is not folded is written back as it came, one that is folded becomes a dense constant of its own
-dtype, and a model's external tensors (``run_surgery(..., base_dir=...)``, ``onnx_path.external_data``) stay in
-their files unless a pass folds one. Values that are not tensors (sequence, optional, map outputs) keep their types:
+dtype, and an ``OnnxModel``'s external tensors (``onnx_path.model_file``) stay in their files unless a pass
+folds one. Values that are not tensors (sequence, optional, map outputs) keep their types:
 graphsurgeon never sees them (``onnx_path.surgery_model.hide_non_tensor_types``).
 
 Every pass runs on the main graph and on every If/Loop/Scan body (a tensor read by a body from the outer scope
@@ -64,27 +64,25 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.logger import G_LOGGER
 
-from torchtrt_swish.layout import SCALAR
+from torchtrt_swish.layout import SCALAR, plugin_layout
 
-from .common import (
+from .common import numpy_dtype_for, op_counts, text_attribute_problem
+from .contract import (
     PLUGIN_NAMESPACE,
     PLUGIN_VERSION,
     SWISH_DOMAIN,
     SWISH_OP,
-    OnnxInputError,
-    numpy_dtype_for,
-    op_counts,
-    text_attribute_problem,
+    bias_problem,
+    model_problems,
+    x_dtype_problem,
 )
-from .contract import bias_layout, bias_problem, model_problems, x_dtype_problem
-from .external_data import with_inferred_types
+from .model_file import OnnxInputError, OnnxModel, with_inferred_types
 from .surgery_model import (
     check_emitted,
     hide_non_tensor_types,
@@ -111,7 +109,6 @@ __all__ = [
     "run_surgery",
     "convert_seed_nodes",
     "fuse_swish",
-    "bias_layout",
 ]
 
 
@@ -203,7 +200,7 @@ def _foldable_add(graph: gs.Graph, x: gs.Tensor, y: gs.Tensor, names: _Names, ba
         return None, None, None, f"following Add not folded: {why}"
     # A sparse initializer becomes a dense constant of its own dtype: the plugin takes a dense bias tensor.
     tensor = other if plain_constant(other) else gs.Constant(names(f"{base}/bias"), values)
-    return add, tensor, _describe(values, bias_layout(values.shape, x.shape)[1]), ""
+    return add, tensor, _describe(values, plugin_layout(x.shape, values.shape)[0]), ""
 
 
 def _replace(graph, names, kind, matched, x, y, fold_bias):
@@ -389,7 +386,7 @@ def convert_seed_swish(self, names=None):
                 refused.append(Refusal(kind, node.name, why))
                 continue
             bias = bias_in if plain_constant(bias_in) else gs.Constant(names(f"{node.name}/bias"), values)
-            desc = _describe(values, bias_layout(values.shape, x.shape)[1])
+            desc = _describe(values, plugin_layout(x.shape, values.shape)[0])
         elif isinstance(info.get("bias"), (int, float)) and not isinstance(info.get("bias"), bool):
             bias = _constant_bias(x, _info_bias(node, info["bias"], elem_type(x)), (), names, node.name or kind)
             if bias is None:
@@ -409,20 +406,20 @@ def convert_seed_swish(self, names=None):
 # ------------------------------------------------------------------------------------------------- model level
 
 
-def run_surgery(
-    model: onnx.ModelProto, passes: Sequence[str] = PASSES, *, fold_bias: bool = True,
-    base_dir: str | Path | None = None,
-) -> tuple[onnx.ModelProto, SurgeryReport]:
+def run_surgery(model: OnnxModel | onnx.ModelProto, passes: Sequence[str] = PASSES, *, fold_bias: bool = True
+                ) -> tuple[OnnxModel | onnx.ModelProto, SurgeryReport]:
     """Run the chosen passes ('seed', 'onnx-swish', 'sigmoid-mul') on a model; returns (new model, report).
 
-    `base_dir`: where the model's external tensors are (onnx_path.external_data); they stay there, unread, unless a
-    pass needs one's values (a bias).
+    The new model is of the kind given: an OnnxModel's external tensors stay in its folder, unread unless a pass
+    needs one's values (a bias).
     """
-    token = EXTERNAL_DIR.set(str(base_dir or ""))
+    opened = OnnxModel.of(model)
+    token = EXTERNAL_DIR.set(str(opened.folder or ""))
     try:
-        return _run_surgery(model, passes, fold_bias)
+        fused, report = _run_surgery(opened.proto, passes, fold_bias)
     finally:
         EXTERNAL_DIR.reset(token)
+    return (opened.with_proto(fused) if isinstance(model, OnnxModel) else fused), report
 
 
 def _run_surgery(model: onnx.ModelProto, passes: Sequence[str], fold_bias: bool):

@@ -7,8 +7,10 @@ from pathlib import Path
 import onnx
 from onnx.external_data_helper import uses_external_data
 
-from .common import OnnxInputError, all_nodes, first_line, iter_graphs, model_tensors
-from .external_data import location_of
+from torchtrt_swish._output import first_line
+
+from .common import all_nodes, iter_graphs, model_tensors
+from .model_file import OnnxInputError, location_of
 
 __all__ = ["prune_unused_domains", "initializers_as_inputs", "check_emitted", "hide_non_tensor_types",
            "restore_types"]
@@ -50,8 +52,8 @@ def _check_model(model: onnx.ModelProto) -> None:
     """onnx.checker.check_model; a model with external tensors by path, beside stand-ins for its data files.
 
     The checker reads no external bytes, but insists that each tensor's file is a regular file (not a link) in the
-    model's folder (the working folder for a model given in memory); the real ones are in base_dir, never written to,
-    and the writer checks them (onnx_path.external_data).
+    model's folder (the working folder for a model given in memory); the real files are never written to, and the
+    writer checks them (onnx_path.model_file).
     """
     locations = {location_of(t) for t in model_tensors(model) if uses_external_data(t)}
     if not locations:

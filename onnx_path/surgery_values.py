@@ -12,7 +12,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 _STD_DOMAINS = ("", "ai.onnx", None)
-# The folder a run_surgery model's external tensors are read from (its base_dir), for the constants a pass reads.
+# The folder a run_surgery model's external tensors are read from (OnnxModel.folder), for the constants a pass reads.
 EXTERNAL_DIR: contextvars.ContextVar[str] = contextvars.ContextVar("external_dir", default="")
 
 __all__ = ["EXTERNAL_DIR", "is_std", "elem_type", "sparse_to_dense", "constant_array", "plain_constant",

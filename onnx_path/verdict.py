@@ -27,7 +27,7 @@ import numpy as np
 
 from torchtrt_swish.dtypes import BASELINE_FACTOR, unmatched_positions
 
-from .common import write_text_atomic
+from .model_file import write_text_atomic
 
 BASELINE_SUFFIX = " [baseline]"
 # Polygraphy's relative error adds this to zero reference values; the same here keeps the two consistent.

@@ -16,7 +16,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from onnx_path.cli import EXIT_OK, EXIT_PARITY_FAIL, EXIT_USAGE, build_parser, main
-from onnx_path.common import swish_nodes
+from onnx_path.contract import swish_nodes
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -103,7 +103,7 @@ def test_weights_outside_the_main_initializers_are_inputs_too(build, tmp_path, c
 
 
 def test_a_report_is_written_only_with_its_model(tmp_path, capsys, monkeypatch):
-    from onnx_path import common
+    from onnx_path.model_file import OnnxModel
 
     path, out, report = tmp_path / "m.onnx", tmp_path / "f.onnx", tmp_path / "r.json"
     onnx.save(_model([*_swish_graph_nodes(), h.make_node("Identity", ["m"], ["y"])],
@@ -112,7 +112,7 @@ def test_a_report_is_written_only_with_its_model(tmp_path, capsys, monkeypatch):
     def full_disk(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(common, "save_model", full_disk)
+    monkeypatch.setattr(OnnxModel, "save", full_disk)
     assert main(["fuse", str(path), "-o", str(out), "--report", str(report)]) == EXIT_USAGE
     err = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress line
     assert "error: -o" in err and "could not be written: No space left" in err, err

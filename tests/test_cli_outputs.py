@@ -166,7 +166,7 @@ def test_external_data_files_of_an_input_count_as_inputs(tmp_path, capsys):
 
 
 def test_library_writes_refuse_special_files_too(fifo, tmp_path):
-    from onnx_path.common import OnnxInputError, save_model, write_text_atomic
+    from onnx_path.model_file import OnnxInputError, save_model, write_text_atomic
 
     with pytest.raises(OnnxInputError, match="FIFO"):
         save_model(silu_add_model(), fifo)

@@ -569,13 +569,15 @@ def test_tensor_info_marks_symbolic_dims_none():
     ((2, 3), (4,), None),       # not broadcastable
 ])
 def test_plugin_layout_is_the_one_accept_rule_for_converter_and_onnx_contract(x, bias, expected):
-    from onnx_path.contract import bias_layout
+    from onnx_path.contract import bias_problem
 
     from torchtrt_swish.layout import plugin_layout
 
     layout, why = plugin_layout(x, bias)
     assert layout == expected and (why == "") == (expected is not None)
-    # The ONNX contract answers with the same rule (symbolic dims as None) and the same reason.
-    assert bias_layout(bias, [d if d is not None else "N" for d in x]) == ((True, expected) if expected else (False, why))
+    # ONNX symbolic dims (dim_param names) are dynamic, and the ONNX contract gives the same reason.
+    symbolic = [d if d is not None else "N" for d in x]
+    assert plugin_layout(symbolic, bias) == (layout, why)
+    assert bias_problem((1, symbolic), (1, list(bias))) == (why or None)
     if expected is None and len(bias) < len(x):
         assert "not one the plugin supports" in why or "does not broadcast" in why

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import torchtrt_swish as ts
-from onnx_path.common import swish_nodes
+from onnx_path.contract import swish_nodes
 from onnx_path.engine import (
     EngineBuildError,
     PluginNotFoundError,

@@ -2,8 +2,7 @@
 
 The small models here keep their weights outside with onnx.save's size_threshold, which takes the code path of a
 model over 2 GiB; the memory tests run the CLI in a child process on a few hundred MB of weights and compare its peak
-RSS with a run on a tiny model. (A 2.3 GB external and a 1.9 GB inline model were measured by hand; see
-onnx_path/external_data.py.)
+RSS with a run on a tiny model. (Models of a size users hit are measured in docs/performance-notes.md.)
 """
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ from onnx import numpy_helper as nh
 from onnx.external_data_helper import uses_external_data
 
 from onnx_path.cli import EXIT_OK, EXIT_USAGE, main
-from onnx_path.common import save_model
+from onnx_path.model_file import OnnxModel, open_model, save_model
 from onnx_path.surgery import run_surgery
 
 
@@ -121,9 +120,9 @@ def test_a_folded_sparse_bias_is_read_from_its_file(tmp_path):
     (tmp_path / "b.bin").write_bytes(stored.raw_data)
     set_external_data(stored, "b.bin", 0, len(stored.raw_data))
     stored.ClearField("raw_data")
-    fused, report = run_surgery(model, base_dir=tmp_path)
+    fused, report = run_surgery(OnnxModel(model, tmp_path))
     assert [r.kind for r in report.replaced] == ["sigmoid-mul-add"], report.to_text()
-    bias = fused.graph.initializer[0]
+    bias = fused.proto.graph.initializer[0]
     np.testing.assert_array_equal(nh.to_array(bias), np.array([0, 0.5, 0, -1.25], np.float32))
 
 
@@ -144,17 +143,18 @@ def test_check_gives_the_executors_the_weights_folder(ext_model, tmp_path, capsy
 def test_check_of_a_large_single_file_model_reads_its_weights_from_a_scratch_file(tmp_path, capsys, monkeypatch):
     import tempfile
 
-    from onnx_path import external_data
+    from onnx_path import model_file
 
     path = tmp_path / "m.onnx"
     onnx.save(matmul_swish(), path)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    monkeypatch.setattr(external_data, "SPILL_LIMIT", 1000)  # this model counts as large
+    monkeypatch.setattr(model_file, "SPILL_LIMIT", 1000)  # this model counts as large
     used = []
-    real = external_data.spill_weights
-    monkeypatch.setattr(external_data, "spill_weights", lambda m, where: used.append(where) or real(m, where))
+    real = model_file._externalize
+    monkeypatch.setattr(model_file, "_externalize",
+                        lambda proto, sink, *rest: used.append(Path(sink.name).parent) or real(proto, sink, *rest))
     assert main(["check", str(path), "--reference", str(path)]) == EXIT_OK, capsys.readouterr().err
     assert "overall: PASS" in capsys.readouterr().out
     assert len(used) == 2 and all(Path(w).parent == scratch for w in used), used
@@ -173,14 +173,14 @@ def test_a_data_file_that_is_the_inputs_weights_is_refused(tmp_path, capsys):
 
 
 def test_save_model_never_writes_the_weights_it_reads(tmp_path):
-    from onnx_path.common import OnnxInputError
+    from onnx_path.model_file import OnnxInputError
 
     path = tmp_path / "m.onnx"
     onnx.save(matmul_swish(), path, save_as_external_data=True, location="f.onnx.data", size_threshold=64)
     data = (tmp_path / "f.onnx.data").read_bytes()
     skeleton = onnx.load(path, load_external_data=False)
     with pytest.raises(OnnxInputError, match="f.onnx.data is the same file as the input"):
-        save_model(skeleton, tmp_path / "f.onnx", base_dir=tmp_path)
+        save_model(OnnxModel(skeleton, tmp_path), tmp_path / "f.onnx")
     assert (tmp_path / "f.onnx.data").read_bytes() == data and not (tmp_path / "f.onnx").exists()
 
 
@@ -219,10 +219,10 @@ def test_an_interrupted_write_leaves_the_old_files_and_no_temporary_one(ext_mode
 
 def test_save_model_leaves_the_callers_tensors_as_they_were(tmp_path, monkeypatch):
     # A model too large for one file (the limit lowered to this one's size) goes to external data.
-    from onnx_path import external_data
+    from onnx_path import model_file
 
     model = matmul_swish(256, 128)
-    monkeypatch.setattr(external_data, "INLINE_LIMIT", 1000)
+    monkeypatch.setattr(model_file, "INLINE_LIMIT", 1000)
     snapshot = model.SerializeToString()
     save_model(model, tmp_path / "big.onnx")
     assert model.SerializeToString() == snapshot, "onnx.save's external-data conversion empties raw_data"
@@ -234,15 +234,15 @@ def test_save_model_leaves_the_callers_tensors_as_they_were(tmp_path, monkeypatc
 def test_surgery_reads_external_weights_only_for_the_bias_it_folds(ext_model):
     skeleton = onnx.load(ext_model, load_external_data=False)
     assert uses_external_data(skeleton.graph.initializer[0])
-    fused, report = run_surgery(skeleton, base_dir=ext_model.parent)
+    fused, report = run_surgery(OnnxModel(skeleton, ext_model.parent))
     (rep,) = report.replaced
     assert rep.kind == "sigmoid-mul-add" and "[32]" in rep.bias, rep
-    kept = {t.name: t for t in fused.graph.initializer}
+    kept = {t.name: t for t in fused.proto.graph.initializer}
     assert uses_external_data(kept["W"]), "a weight the surgery does not fold stays in its file, unread"
 
 
 def test_the_reference_executor_maps_the_weights_instead_of_loading_them(ext_model, monkeypatch):
-    from onnx_path import external_data
+    from onnx_path import model_file
     from onnx_path.reference import ReferenceExecutor
 
     x = {"x": np.random.default_rng(1).standard_normal((2, 64)).astype(np.float32)}
@@ -251,14 +251,14 @@ def test_the_reference_executor_maps_the_weights_instead_of_loading_them(ext_mod
     def no_copy(*args, **kwargs):
         raise AssertionError("a main-graph weight was loaded into memory")
 
-    monkeypatch.setattr(external_data, "load_external_data_for_tensor", no_copy)
-    executor = ReferenceExecutor(onnx.load(ext_model, load_external_data=False), ext_model.parent)
+    monkeypatch.setattr(model_file, "load_external_data_for_tensor", no_copy)
+    executor = ReferenceExecutor(OnnxModel(onnx.load(ext_model, load_external_data=False), ext_model.parent))
     assert executor.input_names == ["x"]
     np.testing.assert_array_equal(executor.run(x)["y"], expected)
 
 
 def test_shape_inference_of_a_model_over_the_limit_goes_by_path(monkeypatch):
-    from onnx_path import external_data
+    from onnx_path import model_file
 
     calls = []
     real = onnx.shape_inference.infer_shapes_path
@@ -268,7 +268,7 @@ def test_shape_inference_of_a_model_over_the_limit_goes_by_path(monkeypatch):
         raise ValueError("Failed to serialize proto")  # what protobuf says over 2 GiB
 
     monkeypatch.setattr(onnx.shape_inference, "infer_shapes", in_memory)
-    monkeypatch.setattr(external_data, "_PROTOBUF_LIMIT", 1000)
+    monkeypatch.setattr(model_file, "_PROTOBUF_LIMIT", 1000)
     model = matmul_swish(64, 32)  # the Sigmoid's x (the MatMul's output) has a dtype only once inferred
     fused, report = run_surgery(model)
     assert calls and [r.kind for r in report.replaced] == ["sigmoid-mul-add"], report.to_text()
@@ -320,10 +320,10 @@ def test_fusing_external_weights_costs_no_memory_of_their_size(tmp_path, baselin
 
 
 def test_fusing_a_large_single_file_model_stays_near_its_size(tmp_path, baseline_rss):
-    # Over SPILL_LIMIT (lowered here) the weights are moved out before the surgery and streamed back into one file:
-    # onnx.load's read and parse (twice the model) is the peak; it used to be about 8 times the model.
+    # Over SPILL_LIMIT (lowered here) the weights are moved out before the surgery and written back into one file:
+    # onnx.load's read and parse (twice the model) and the write (the weights loaded and serialized) are the peaks.
     path = large(tmp_path, external=False)
-    patch = f"import onnx_path.external_data as e; e.SPILL_LIMIT = {WEIGHTS_MB * 2**20 // 2}"
+    patch = f"import onnx_path.model_file as e; e.SPILL_LIMIT = {WEIGHTS_MB * 2**20 // 2}"
     peak = peak_rss_mb(["fuse", str(path), "-o", str(tmp_path / "f.onnx")], patch)
     assert files(tmp_path) == {"large.onnx", "f.onnx"}, "one file in, one file out; the scratch folder removed"
     assert peak - baseline_rss < 2.5 * WEIGHTS_MB, (peak, baseline_rss)
@@ -332,10 +332,10 @@ def test_fusing_a_large_single_file_model_stays_near_its_size(tmp_path, baseline
     assert weights["W"] == original.graph.initializer[0] and not uses_external_data(weights["W"])
 
 
-def test_a_model_from_one_file_is_written_back_into_one(tmp_path):
-    from onnx_path import external_data
+def test_a_model_from_one_file_is_written_back_into_one(tmp_path, monkeypatch):
+    from onnx_path import model_file
 
-    # Weights in the main graph (streamed) and in an If body (loaded), kept in files as open_model leaves them.
+    # Weights in the main graph and in an If body, kept in a scratch file while open.
     model = matmul_swish(64, 32)
     body_weight = nh.from_array(np.arange(400, dtype=np.float32), "bw")
     branch = h.make_graph([h.make_node("ReduceSum", ["bw"], ["r"], keepdims=0)], "then", [],
@@ -349,10 +349,14 @@ def test_a_model_from_one_file_is_written_back_into_one(tmp_path):
     full.CopyFrom(model)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    external_data.spill_weights(model, scratch)
-    skeleton = model.SerializeToString()
-    out = external_data.save_in_one_file(model, tmp_path / "one.onnx", scratch)
-    assert files(tmp_path) == {"scratch", "one.onnx"} and model.SerializeToString() == skeleton
+    onnx.save(model, tmp_path / "m.onnx")
+    monkeypatch.setattr(model_file, "SPILL_LIMIT", 1000)  # this model counts as large
+    with open_model(tmp_path / "m.onnx", scratch=scratch) as opened:
+        assert opened.one_file and opened.has_external_tensors() and opened.folder.parent == scratch
+        skeleton = opened.proto.SerializeToString()
+        out = opened.save(tmp_path / "one.onnx")
+        assert opened.proto.SerializeToString() == skeleton, "saving changed the open model"
+    assert files(tmp_path) == {"m.onnx", "scratch", "one.onnx"} and not list(scratch.iterdir())
     back = onnx.load(out)
     onnx.checker.check_model(back, full_check=True)
     assert not any(uses_external_data(t) for t in model_tensors(back))

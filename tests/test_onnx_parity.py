@@ -13,7 +13,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import torchtrt_swish as ts
-from onnx_path.common import SWISH_DOMAIN, swish_nodes
+from onnx_path.contract import SWISH_DOMAIN, swish_nodes
 from onnx_path.export import dynamo_supported, export_onnx
 from onnx_path.parity import (
     BASELINE_FACTOR,

@@ -9,7 +9,7 @@ import torch
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from onnx_path.common import SWISH_DOMAIN
+from onnx_path.contract import SWISH_DOMAIN
 from onnx_path.reference import (
     PluginIdentityError,
     ReferenceExecutor,

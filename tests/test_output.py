@@ -229,10 +229,10 @@ def test_the_scan_for_own_writes_can_fail():
 
 def test_every_writer_of_the_project_uses_this_rule():
     # The rule's home is below both packages; the others import it instead of writing their own.
-    import onnx_path.common as common
+    import onnx_path.model_file as model_file
 
-    assert issubclass(common.OutputPathError, _output.OutputPathError)
-    assert issubclass(common.OutputPathError, common.OnnxInputError)
+    assert issubclass(model_file.OutputPathError, _output.OutputPathError)
+    assert issubclass(model_file.OutputPathError, model_file.OnnxInputError)
     root = Path(__file__).resolve().parent.parent
     for path in [*(root / "torchtrt_swish").glob("*.py"), *(root / "onnx_path").rglob("*.py")]:
         if path.name != "_output.py":

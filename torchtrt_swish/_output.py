@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 __all__ = ["OutputPathError", "output_target", "output_problem", "atomic_output", "atomic_outputs", "write_text",
-           "write_bytes", "say", "flush_stdout"]
+           "write_bytes", "say", "flush_stdout", "first_line"]
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
@@ -201,3 +201,12 @@ def flush_stdout() -> None:
         sys.stdout.flush()
     except BrokenPipeError:
         _silence_stdout()
+
+
+def first_line(exc: BaseException, *, typed: bool = False) -> str:
+    """The first line of an exception's text ('' when it has none): what a one-line error quotes; `typed`:
+    'Type: line' (the bare type name for an empty text), how a report names an exception."""
+    line = (str(exc).strip().splitlines() or [""])[0]
+    if not typed:
+        return line
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__

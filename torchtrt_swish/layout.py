@@ -5,6 +5,8 @@ the ONNX graph surgery), extended to dynamic dims (None). tests/test_converter.p
 """
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Sequence
 
 # Layout names as csrc/kernels/bias_layout.h biasKindName() spells them; the plugin accepts exactly these four.
@@ -62,8 +64,19 @@ def classify_bias(x_shape: Sequence[int | None], bias_shape: Sequence[int]) -> t
     return BLOCK, ""
 
 
-def plugin_layout(x_shape: Sequence[int | None], bias_shape: Sequence[int]) -> tuple[str | None, str]:
-    """The plugin's answer for this bias on x: (layout name, "") when it runs it, else (None, reason)."""
+def plugin_layout(x_shape: Sequence | None, bias_shape: Sequence[int]) -> tuple[str | None, str]:
+    """The plugin's answer for this bias on x: (layout name, "") when it runs it, else (None, reason).
+
+    The one verdict every Python host asks (converter, ONNX contract, surgery, export). Dims of x that are not
+    integers (None, ONNX dim_param names) are dynamic; an x of unknown rank (None) takes only a bias that cannot
+    grow it (numel 1, rank <= 1).
+    """
+    bias_shape = [int(d) for d in bias_shape]
+    if x_shape is None:
+        if math.prod(bias_shape) == 1 and len(bias_shape) <= 1:
+            return SCALAR, ""
+        return None, f"bias of shape {bias_shape} for x of unknown shape cannot be checked against x"
+    x_shape = [int(d) if isinstance(d, numbers.Integral) else None for d in x_shape]
     layout, why = classify_bias(x_shape, bias_shape)
     if layout is None:
         return None, why

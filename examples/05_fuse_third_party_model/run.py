@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from onnx_path.common import save_model
+from onnx_path.model_file import save_model
 from onnx_path.export import export_onnx
 from onnx_path.models import build_model
 from onnx_path.parity import check_parity, random_feeds

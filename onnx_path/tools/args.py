@@ -144,7 +144,7 @@ _ONNX_INPUTS = ("input", "--reference")  # the check_paths inputs that are ONNX 
 
 def check_paths(inputs: dict[str, Path | str | None], outputs: dict[str, Path | None]) -> None:
     """UsageError unless every output can be written and none is an input (or its external data) or another output."""
-    from onnx_path.common import external_data_files
+    from onnx_path.model_file import external_data_files
     from torchtrt_swish._output import output_problem
 
     seen = {}

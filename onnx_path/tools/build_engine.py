@@ -35,7 +35,7 @@ class BuildEngine(Tool):
 
     def run(self, args) -> int:
         """Build a TensorRT engine from an ONNX file with the SwishBias plugin loaded."""
-        from onnx_path.common import atomic_output, load_model
+        from onnx_path.model_file import atomic_output, load_model
         from onnx_path.contract import check_swish_nodes
         from onnx_path.engine import build_engine
 

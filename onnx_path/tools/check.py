@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from torchtrt_swish._output import say
+from torchtrt_swish._output import first_line, say
 from torchtrt_swish.dtypes import BASELINE_FACTOR, DTYPES, TOLERANCES
 
 from onnx_path.tools.args import (
@@ -87,10 +87,10 @@ class Check(Tool):
 
     def _run(self, args, scratch: contextlib.ExitStack) -> int:
         """run() with `scratch`, which holds the open models until the report is done."""
-        from onnx_path.common import SWISH_ELEM_TYPES, elem_type_name, first_line, graph_inputs, numpy_dtype_for
-        from onnx_path.contract import check_swish_nodes
+        from onnx_path.common import elem_type_name, graph_inputs, numpy_dtype_for
+        from onnx_path.contract import SWISH_ELEM_TYPES, check_swish_nodes
         from onnx_path.export import ExportError
-        from onnx_path.external_data import open_model
+        from onnx_path.model_file import open_model
         from onnx_path.parity import (
             FeedError,
             RunFailure,
@@ -107,12 +107,12 @@ class Check(Tool):
                      {"--json": args.json})
         # The weights stay in their files (a scratch file for a large single-file model): the executors read them
         # from there (a model over 2 GiB cannot be serialized whole, one near it costs its size many times over).
-        model, base_dir = scratch.enter_context(open_model(args.input))
+        model = scratch.enter_context(open_model(args.input))
         # Before anything runs: a node the plugin would reject must not be reported as passing on the CPU.
-        check_swish_nodes(model, str(args.input))
+        check_swish_nodes(model.proto, str(args.input))
         if args.engine is not None:
             existing_file(args.engine)
-        inputs = graph_inputs(model)
+        inputs = graph_inputs(model.proto)
         if not inputs:
             raise UsageError(f"{args.input}: the model has no inputs")
         elem = inputs[0].type.tensor_type.elem_type
@@ -127,18 +127,17 @@ class Check(Tool):
         if unknown := [b for b in backends if b not in ("reference", "ort")]:
             raise UsageError(f"unknown backend(s) {unknown}; choose from reference, ort")
         torch_model = reference = None
-        reference_dir = None  # the reference's weights' folder (open_model), which is also the baseline's
         if args.torch_model:
             # Same example shape as the export (BatchNorm calibration of torchvision models depends on it).
             dims = inputs[0].type.tensor_type.shape.dim
             shape = tuple(1 if i == 0 else d.dim_value for i, d in enumerate(dims))
             torch_model, example = model_from_spec(args.torch_model, args.seed, shape if all(shape) else None)
-            if (why := torch_output_mismatch(torch_model, example, model)) is not None:
+            if (why := torch_output_mismatch(torch_model, example, model.proto)) is not None:
                 raise UsageError(f"{args.input} does not match --torch-model {args.torch_model}: {why}")
         else:
-            reference, reference_dir = scratch.enter_context(open_model(args.reference))
+            reference = scratch.enter_context(open_model(args.reference))
         try:
-            feeds = random_feeds(model, batch=args.batch, dims=args.dims, seed=args.seed, count=args.iterations,
+            feeds = random_feeds(model.proto, batch=args.batch, dims=args.dims, seed=args.seed, count=args.iterations,
                                  scale=args.scale)
         except FeedError as exc:  # batch, count and scale are validated by the parser: axes and sizes are left
             change = "with --dims NAME=SIZE" if exc.option == "dims" else "use a smaller --batch or --dims"
@@ -150,7 +149,7 @@ class Check(Tool):
             baseline, baseline_name = reference, str(args.reference)
         else:
             try:
-                baseline = export_baseline(torch_model, model, feeds[0])
+                baseline = export_baseline(torch_model, model.proto, feeds[0])
                 baseline_name = f"{args.torch_model} exported in {model_dtype}"
             except (ExportError, RuntimeError, ValueError) as exc:  # the check goes on, judged by the tolerances alone
                 baseline_skipped = (f"{args.torch_model} could not be exported as a baseline "
@@ -166,8 +165,7 @@ class Check(Tool):
                                   dtype=model_dtype, backends=backends, engine_path=args.engine,
                                   per_layer=args.per_layer, tolerances=tolerances, model_name=str(args.input),
                                   baseline_onnx=baseline, baseline_name=baseline_name,
-                                  baseline_skipped=baseline_skipped, base_dir=base_dir,
-                                  reference_base_dir=reference_dir, baseline_base_dir=reference_dir)
+                                  baseline_skipped=baseline_skipped)
         except RunFailure as exc:
             raise UsageError(f"{exc} (the model may not take these sizes: change --batch {args.batch} or --dims; or "
                              "it needs an op this executor lacks: choose others with --backends)") from None

@@ -36,8 +36,8 @@ class Fuse(Tool):
 
     def run(self, args) -> int:
         """Run graph surgery on an ONNX file: seed-format conversion, ONNX Swish, Sigmoid/Mul(/Add) fusion."""
-        from onnx_path.common import save_model, swish_nodes, write_text_atomic
-        from onnx_path.external_data import data_file_for, open_model
+        from onnx_path.contract import swish_nodes
+        from onnx_path.model_file import data_file_for, open_model, write_text_atomic
         from onnx_path.surgery import PASSES, run_surgery
 
         passes = [p.strip() for p in args.passes.split(",") if p.strip()]
@@ -45,16 +45,16 @@ class Fuse(Tool):
             raise UsageError(f"unknown pass(es) {unknown}; choose from {', '.join(PASSES)}")
         check_paths({"input": args.input}, {"-o": args.output, "--report": args.report,
                                              "-o's external data": data_file_for(args.output)})
-        # The weights stay in their files (onnx_path.external_data): a model over 2 GiB fuses in about its size.
-        with open_model(args.input, scratch=args.output.parent) as (model, base_dir):
+        # The weights stay in their files (onnx_path.model_file): a model over 2 GiB fuses in about its size.
+        with open_model(args.input, scratch=args.output.parent) as model:
             progress(f"running {', '.join(passes)} on {args.input} ...")
-            fused, report = run_surgery(model, passes, fold_bias=not args.no_fold_bias, base_dir=base_dir)
-            already = len(swish_nodes(model))
+            fused, report = run_surgery(model, passes, fold_bias=not args.no_fold_bias)
+            already = len(swish_nodes(model.proto))
             if not report.replaced and not already and not args.allow_no_match:
                 say(report.to_text())
                 raise UsageError(f"{args.input}: no matching nodes (nothing for passes {', '.join(passes)}); "
                                  "use --allow-no-match to write the model unchanged")
-            write_output(args.output, "-o", lambda: save_model(fused, args.output, base_dir=base_dir))
+            write_output(args.output, "-o", lambda: fused.save(args.output))
         # Files first, then the text (a reader that goes away must not cost the outputs); the report only once the
         # model it describes exists.
         if args.report:

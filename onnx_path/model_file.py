@@ -1,0 +1,383 @@
+"""An ONNX model and where its weights live: open, save (atomically), weights. The ONNX route's one I/O home.
+
+A model over protobuf's 2 GiB limit cannot be serialized, so it cannot be shape-inferred in memory, handed to ONNX
+Runtime as bytes or saved in one file. The route therefore carries every model as an :class:`OnnxModel`: the proto
+loaded with ``load_external_data=False`` (tensors keep ``data_location EXTERNAL`` and their ``location``, ``offset``
+and ``length``) and ``folder``, the folder those locations are relative to. The surgery, the contract and the
+executors read the proto; only the executors load the weights (``weights``, ``mapped_weights``).
+
+``open_model`` gives a model in one file over ``SPILL_LIMIT`` the same shape: its weights move to a scratch file
+first, removed when the block ends. ``OnnxModel.save`` writes ``NAME`` alone when the model fits, back into one
+file when it came in one (up to ``INLINE_LIMIT``), else ``NAME`` and ``NAME.data`` beside it: every external tensor
+is copied (streamed, never whole) from ``folder`` into ``NAME.data``, with in-memory tensors of at least
+``SIZE_THRESHOLD`` bytes. Every file is written through ``torchtrt_swish._output`` (atomic, never an input).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx.external_data_helper import ExternalDataInfo, load_external_data_for_tensor, uses_external_data
+
+from torchtrt_swish import _output
+
+from .common import iter_graphs, model_tensors
+
+# Above this a model is written with external data: protobuf refuses to serialize 2 GiB, and ByteSize grows a bit.
+INLINE_LIMIT = 1_800_000_000
+_PROTOBUF_LIMIT = (2 << 30) - 1
+SIZE_THRESHOLD = 1024  # onnx.save's default: smaller tensors stay in the model file
+_CHUNK = 16 << 20
+# A single-file model above this is opened with its weights moved to a scratch file (onnx.load's copy is the peak
+# then); a smaller one is used as loaded.
+SPILL_LIMIT = 256 << 20
+# Packed below a byte per element: no NumPy dtype maps their raw bytes element by element.
+_SUB_BYTE = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
+             if hasattr(onnx.TensorProto, n)}
+
+__all__ = [
+    "INLINE_LIMIT",
+    "SPILL_LIMIT",
+    "SIZE_THRESHOLD",
+    "OnnxInputError",
+    "OutputPathError",
+    "OnnxModel",
+    "load_model",
+    "open_model",
+    "save_model",
+    "data_file_for",
+    "external_data_files",
+    "location_of",
+    "atomic_output",
+    "write_text_atomic",
+    "with_inferred_types",
+]
+
+
+class OnnxInputError(ValueError):
+    """A user-supplied ONNX input is unusable (missing file, not an ONNX model, nothing to work on)."""
+
+
+class OutputPathError(OnnxInputError, _output.OutputPathError):
+    """An output path that must not be written: neither a regular file nor a new path (torchtrt_swish._output)."""
+
+
+@contextlib.contextmanager
+def _output_errors() -> Iterator[None]:
+    # The rule lives in torchtrt_swish._output; here its refusal is an OnnxInputError like every other bad input.
+    try:
+        yield
+    except _output.OutputPathError as exc:
+        if isinstance(exc, OutputPathError):
+            raise
+        raise OutputPathError(str(exc)) from None
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | Path, *, inputs=()) -> Iterator[Path]:
+    """torchtrt_swish._output.atomic_output, its refusal an OutputPathError (an OnnxInputError)."""
+    with _output_errors(), _output.atomic_output(path, inputs=inputs) as tmp:
+        yield tmp
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write a text file atomically (see atomic_output)."""
+    with _output_errors():
+        return _output.write_text(path, text)
+
+
+def data_file_for(path: str | Path) -> Path:
+    """The external data file written with the model at `path`: NAME.data beside it."""
+    path = Path(path)
+    return path.with_name(f"{path.name}.data")
+
+
+def location_of(tensor: onnx.TensorProto) -> str:
+    """An external tensor's location; OnnxInputError unless it is a path inside the model's folder."""
+    location = ExternalDataInfo(tensor).location
+    where = Path(location)
+    if not location or where.is_absolute() or ".." in where.parts:
+        raise OnnxInputError(f"tensor {tensor.name!r} has external data location {location!r}: only a file name "
+                             "relative to the model's folder is read")
+    return location
+
+
+def _source(tensor: onnx.TensorProto, folder: Path) -> tuple[Path, int, int | None]:
+    """(file, offset, length or None for 'to the end') of an external tensor; OnnxInputError for a location outside."""
+    info = ExternalDataInfo(tensor)
+    return folder / location_of(tensor), int(info.offset or 0), None if info.length is None else int(info.length)
+
+
+def _mappable(tensor: onnx.TensorProto, folder: Path | None) -> bool:
+    """An external tensor of a fixed-width NumPy dtype with at least one element, readable in place."""
+    if folder is None or not uses_external_data(tensor) or math.prod(tensor.dims) == 0:
+        return False
+    try:
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+    except (KeyError, ValueError):
+        return False
+    if dtype.kind in "OSU" or tensor.data_type in _SUB_BYTE:
+        return False
+    length = ExternalDataInfo(tensor).length
+    return length is None or int(length) == math.prod(tensor.dims) * dtype.itemsize
+
+
+def _copy_range(sink, source: Path, offset: int, length: int | None, name: str) -> int:
+    """Append `length` bytes of `source` from `offset` to `sink` in chunks; returns the count copied."""
+    try:
+        with open(source, "rb") as f:
+            f.seek(offset)
+            copied = 0
+            while length is None or copied < length:
+                chunk = f.read(_CHUNK if length is None else min(_CHUNK, length - copied))
+                if not chunk:
+                    break
+                sink.write(chunk)
+                copied += len(chunk)
+    except FileNotFoundError:
+        raise OnnxInputError(f"tensor {name!r} keeps its data in {source}, which does not exist") from None
+    if length is not None and copied != length:
+        raise OnnxInputError(f"tensor {name!r}: {source} holds {copied} of its {length} bytes from offset {offset}")
+    return copied
+
+
+def _point_to(tensor: onnx.TensorProto, location: str, offset: int, length: int) -> None:
+    # onnx.external_data_helper.set_external_data insists on raw_data, which a tensor read in place never has.
+    del tensor.external_data[:]
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", offset), ("length", length)):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, str(value)
+
+
+def _raw_size(tensor: onnx.TensorProto) -> int:
+    """The size of a tensor's raw_data from its dims and type (upb's ByteSize and raw_data both copy the bytes)."""
+    return math.prod(tensor.dims) * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+
+
+def _externalize(proto: onnx.ModelProto, sink, location: str, folder: Path | None) -> None:
+    """Move every external tensor's bytes and every large in-memory one into `sink` (the file named `location`).
+
+    A sparse tensor's in-memory parts stay in the model: onnx.checker reads a sparse tensor's indices to check them.
+    """
+    kept = list(model_tensors(proto, sparse=False))  # alive, so that upb hands out these same wrappers again
+    dense = {id(t) for t in kept}
+    for tensor in model_tensors(proto):
+        offset = sink.tell()
+        if uses_external_data(tensor):
+            if folder is None:
+                raise OnnxInputError(f"tensor {tensor.name!r} keeps its data in a file, but the model's folder is "
+                                     "not known (load it from a file)")
+            length = _copy_range(sink, *_source(tensor, folder), tensor.name)
+        elif id(tensor) in dense and tensor.HasField("raw_data") and _raw_size(tensor) >= SIZE_THRESHOLD:
+            data = tensor.raw_data
+            sink.write(data)
+            length = len(data)
+            tensor.ClearField("raw_data")
+        else:
+            continue
+        _point_to(tensor, location, offset, length)
+
+
+@dataclasses.dataclass(frozen=True)
+class OnnxModel:
+    """An ONNX model and where its weights live: `proto` (external tensors left in their files) and `folder`, the
+    folder their locations are relative to (None for a model made in memory); `one_file`: it came in one file small
+    enough to go back into one, which `save` does."""
+
+    proto: onnx.ModelProto
+    folder: Path | None = None
+    one_file: bool = False
+
+    @classmethod
+    def of(cls, model: OnnxModel | onnx.ModelProto) -> OnnxModel:
+        """`model` itself, or a proto made in memory as an OnnxModel (no folder)."""
+        return model if isinstance(model, OnnxModel) else cls(model)
+
+    def with_proto(self, proto: onnx.ModelProto) -> OnnxModel:
+        """Another proto whose external tensors live where this model's do (a fused or rewritten copy)."""
+        return dataclasses.replace(self, proto=proto)
+
+    def has_external_tensors(self) -> bool:
+        """True when some tensor (any graph, attribute or function) keeps its bytes in a file."""
+        return any(uses_external_data(t) for t in model_tensors(self.proto))
+
+    def sources(self) -> list[Path]:
+        """The files the external tensors are read from (never written by `save`)."""
+        if self.folder is None:
+            return []
+        return list(dict.fromkeys(_source(t, self.folder)[0] for t in model_tensors(self.proto)
+                                  if uses_external_data(t)))
+
+    def weights_problem(self) -> str | None:
+        """Why the external tensors cannot all be read (a location outside the folder, a missing or short file),
+        naming the first such tensor and file; None when they can."""
+        for tensor in model_tensors(self.proto):
+            if not uses_external_data(tensor):
+                continue
+            if self.folder is None:
+                return f"tensor {tensor.name!r} keeps its data in a file, but the model's folder is not known"
+            try:
+                source, offset, length = _source(tensor, self.folder)
+            except OnnxInputError as exc:
+                return str(exc)
+            if not source.is_file():
+                what = "does not exist" if not source.exists() else "is not a regular file"
+                return f"tensor {tensor.name!r} keeps its data in {source}, which {what}"
+            if length is not None and source.stat().st_size < offset + length:
+                return (f"tensor {tensor.name!r} needs bytes {offset}..{offset + length} of {source}, which holds "
+                        f"{source.stat().st_size}")
+        return None
+
+    def weights(self) -> onnx.ModelProto:
+        """The proto with its external tensors loaded (a copy; the proto itself when it has none)."""
+        if self.folder is None or not self.has_external_tensors():
+            return self.proto
+        full = onnx.ModelProto()
+        full.CopyFrom(self.proto)
+        for tensor in model_tensors(full):
+            if uses_external_data(tensor):
+                _source(tensor, self.folder)  # the same location rule as the writer's
+                load_external_data_for_tensor(tensor, str(self.folder))
+                tensor.ClearField("data_location")  # as a tensor that came in the file: the default, unset
+        return full
+
+    def mapped_weights(self) -> tuple[OnnxModel, dict]:
+        """(this model without its main graph's external initializers, {name: copy-on-write memory map of each}).
+
+        An executor that takes the maps as inputs reads the weights from the page cache instead of holding copies.
+        Tensors that cannot be mapped (strings, empty ones, sub-byte types) stay initializers.
+        """
+        mappable = [t for t in self.proto.graph.initializer if _mappable(t, self.folder)]
+        if not mappable:
+            return self, {}
+        out = onnx.ModelProto()
+        out.CopyFrom(self.proto)
+        names = {t.name for t in mappable}
+        weights = {}
+        for tensor in mappable:
+            source, offset, _ = _source(tensor, self.folder)
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+            # mode "c": an op that wrote to its input would write to private pages, never to the file.
+            weights[tensor.name] = np.memmap(source, dtype=dtype, mode="c", offset=offset, shape=tuple(tensor.dims))
+        kept = [t for t in out.graph.initializer if t.name not in names]
+        del out.graph.initializer[:]
+        out.graph.initializer.extend(kept)
+        listed = {vi.name for vi in out.graph.input}
+        out.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                               for t in mappable if t.name not in listed)
+        return self.with_proto(out), weights
+
+    def save(self, path: str | Path) -> Path:
+        """Write the model to `path` atomically, creating its folder; with NAME.data beside it when it keeps
+        tensors in files or is too large for one file, unless it came in one file (see the module docstring)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        external = self.has_external_tensors()
+        if not external and self.proto.ByteSize() <= INLINE_LIMIT:
+            with atomic_output(path) as tmp:
+                onnx.save(self.proto, str(tmp))
+        elif external and self.one_file:
+            with atomic_output(path, inputs=self.sources()) as tmp:
+                onnx.save(self.weights(), str(tmp))
+        else:
+            self._save_with_data_file(path)
+        return path
+
+    def _save_with_data_file(self, path: Path) -> None:
+        # The data file is renamed into place just before the model, so a finished model file never points to a
+        # missing or partial one; the caller's proto keeps its bytes (onnx.save would empty its raw_data).
+        data = data_file_for(path)
+        out = onnx.ModelProto()
+        out.CopyFrom(self.proto)
+        with _output_errors(), _output.atomic_outputs([data, path], inputs=self.sources()) as (tmp_data, tmp_model):
+            with open(tmp_data, "wb") as sink:
+                _externalize(out, sink, data.name, self.folder)
+            onnx.save(out, str(tmp_model))
+
+
+def load_model(path: str | Path, *, load_external_data: bool = True) -> onnx.ModelProto:
+    """Load an ONNX model from a file, raising OnnxInputError with a plain message when it cannot be read."""
+    path = Path(path)
+    if not path.exists():
+        raise OnnxInputError(f"{path}: no such file")
+    if not path.is_file():
+        raise OnnxInputError(f"{path}: not a file")
+    try:
+        model = onnx.load(str(path), load_external_data=load_external_data)
+    except Exception as exc:  # noqa: BLE001 - protobuf raises several unrelated types for garbage input
+        raise OnnxInputError(f"{path}: not an ONNX model ({type(exc).__name__}: {exc})") from exc
+    # A random file can occasionally parse as an (empty) protobuf message: require an actual graph.
+    if not model.HasField("graph") or (len(model.graph.node) == 0 and len(model.graph.output) == 0):
+        raise OnnxInputError(f"{path}: not an ONNX model (no graph in it)")
+    return model
+
+
+def save_model(model: OnnxModel | onnx.ModelProto, path: str | Path) -> Path:
+    """Save a model atomically (OnnxModel.save); a proto made in memory has no external tensors to read."""
+    return OnnxModel.of(model).save(path)
+
+
+def external_data_files(path: str | Path) -> list[Path]:
+    """The files the model at `path` keeps tensors in (ONNX external data), resolved beside it; [] when unreadable."""
+    path = Path(path)
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:  # noqa: BLE001 - not a model: load_model says so in its own words
+        return []
+    locations = []
+    for tensor in model_tensors(model):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            where = {e.key: e.value for e in tensor.external_data}.get("location")
+            if where and (found := path.parent / where) not in locations:
+                locations.append(found)
+    return locations
+
+
+@contextlib.contextmanager
+def open_model(path: str | Path, scratch: str | Path | None = None) -> Iterator[OnnxModel]:
+    """The model at `path` with its external tensors left in their files (see the module docstring).
+
+    A model in one file over SPILL_LIMIT has its weights moved to a temporary folder in `scratch` (default: the
+    system's), removed when the block ends.
+    """
+    path = Path(path)
+    model = OnnxModel(load_model(path, load_external_data=False), path.parent)
+    if (why := model.weights_problem()) is not None:
+        raise OnnxInputError(f"{path}: {why}")
+    # The file's size, not ByteSize(): upb computes that by serializing the whole model once more.
+    size = path.stat().st_size
+    if model.has_external_tensors() or size <= SPILL_LIMIT:
+        yield model
+        return
+    where = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=scratch)).resolve()
+    try:
+        # The proto is ours (just loaded): its in-memory tensors move into the scratch file.
+        with open(where / "weights.data", "wb") as sink:
+            _externalize(model.proto, sink, "weights.data", None)
+        yield OnnxModel(model.proto, where, one_file=size <= INLINE_LIMIT)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def with_inferred_types(model: onnx.ModelProto, *, data_prop: bool = True) -> onnx.ModelProto:
+    """onnx.shape_inference's result for `model`; over protobuf's limit by path (infer_shapes_path), with the
+    inferred value_info added to `model` itself (copying it again would double the memory)."""
+    if model.ByteSize() < _PROTOBUF_LIMIT:
+        return onnx.shape_inference.infer_shapes(model, data_prop=data_prop)
+    with tempfile.TemporaryDirectory() as tmp:
+        source, inferred = Path(tmp) / "model.onnx", Path(tmp) / "inferred.onnx"
+        OnnxModel(model)._save_with_data_file(source)
+        onnx.shape_inference.infer_shapes_path(source, inferred, data_prop=data_prop)
+        types = onnx.load(str(inferred), load_external_data=False)
+    for (_, mine), (_, theirs) in zip(iter_graphs(model.graph), iter_graphs(types.graph)):
+        known = {vi.name for vi in mine.value_info}
+        mine.value_info.extend(vi for vi in theirs.value_info if vi.name not in known)
+    return model
