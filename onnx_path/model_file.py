@@ -8,7 +8,7 @@ executors read the proto; only the executors load the weights (``weights``, ``ma
 
 ``open_model`` gives a model in one file over ``SPILL_LIMIT`` the same shape: its weights move to a scratch file
 first, removed when the block ends. ``OnnxModel.save`` writes ``NAME`` alone when the model fits, back into one
-file when it came in one (up to ``INLINE_LIMIT``), else ``NAME`` and ``NAME.data`` beside it: every external tensor
+file when it came in one (up to ``INLINE_LIMIT``; its large initializers streamed into it), else ``NAME`` and ``NAME.data`` beside it: every external tensor
 is copied (streamed, never whole) from ``folder`` into ``NAME.data``, with in-memory tensors of at least
 ``SIZE_THRESHOLD`` bytes. Every file is written through ``torchtrt_swish._output`` (atomic, never an input).
 """
@@ -186,6 +186,45 @@ def _externalize(proto: onnx.ModelProto, sink, location: str, folder: Path | Non
         _point_to(tensor, location, offset, length)
 
 
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _length_delimited(field: int, length: int) -> bytes:
+    """A protobuf key (wire type 2) and the length that follows it."""
+    return _varint(field << 3 | 2) + _varint(length)
+
+
+_GRAPH = onnx.ModelProto.DESCRIPTOR.fields_by_name["graph"].number
+_INITIALIZER = onnx.GraphProto.DESCRIPTOR.fields_by_name["initializer"].number
+_RAW_DATA = onnx.TensorProto.DESCRIPTOR.fields_by_name["raw_data"].number
+
+
+def _append_initializer(sink, tensor: onnx.TensorProto, folder: Path) -> None:
+    """Append `ModelProto{graph{initializer: tensor}}` with the tensor's bytes streamed from its file.
+
+    A protobuf parser merges a repeated message field into the one before it and appends to repeated fields, so
+    the model file can carry each large initializer on its own, and no copy of it is ever whole in memory.
+    """
+    source, offset, length = _source(tensor, folder)
+    size = length if length is not None else source.stat().st_size - offset
+    head = onnx.TensorProto()
+    head.CopyFrom(tensor)
+    del head.external_data[:]
+    head.ClearField("data_location")
+    head_bytes = head.SerializeToString()
+    raw_key = _length_delimited(_RAW_DATA, size)
+    tensor_length = len(head_bytes) + len(raw_key) + size
+    initializer_key = _length_delimited(_INITIALIZER, tensor_length)
+    sink.write(_length_delimited(_GRAPH, len(initializer_key) + tensor_length) + initializer_key + head_bytes + raw_key)
+    _copy_range(sink, source, offset, size, tensor.name)
+
+
 @dataclasses.dataclass(frozen=True)
 class OnnxModel:
     """An ONNX model and where its weights live: `proto` (external tensors left in their files) and `folder`, the
@@ -285,11 +324,27 @@ class OnnxModel:
             with atomic_output(path) as tmp:
                 onnx.save(self.proto, str(tmp))
         elif external and self.one_file:
-            with atomic_output(path, inputs=self.sources()) as tmp:
-                onnx.save(self.weights(), str(tmp))
+            self._save_in_one_file(path)
         else:
             self._save_with_data_file(path)
         return path
+
+    def _save_in_one_file(self, path: Path) -> None:
+        # The main graph's external initializers are streamed from their files (_append_initializer), the rest is
+        # loaded: onnx.save of the whole model loaded costs twice its size more (docs/performance-notes.md).
+        out = onnx.ModelProto()
+        out.CopyFrom(self.proto)
+        streamed = [t for t in out.graph.initializer if _mappable(t, self.folder)]
+        names = {t.name for t in streamed}
+        kept = [t for t in out.graph.initializer if t.name not in names]
+        streamed = [onnx.TensorProto.FromString(t.SerializeToString()) for t in streamed]  # outlive the list below
+        del out.graph.initializer[:]
+        out.graph.initializer.extend(kept)
+        with atomic_output(path, inputs=self.sources()) as tmp:
+            with open(tmp, "wb") as sink:
+                sink.write(self.with_proto(out).weights().SerializeToString())
+                for tensor in streamed:
+                    _append_initializer(sink, tensor, self.folder)
 
     def _save_with_data_file(self, path: Path) -> None:
         # The data file is renamed into place just before the model, so a finished model file never points to a
