@@ -18,7 +18,16 @@ import re
 import sys
 import types
 
-from onnx_path.tools.base import EXIT_OK, EXIT_PARITY_FAIL, EXIT_USAGE, HelpFormatter, Tool, UsageError
+from onnx_path.tools.base import (
+    EXIT_OK,
+    EXIT_PARITY_FAIL,
+    EXIT_USAGE,
+    HelpFormatter,
+    Terminated,
+    Tool,
+    UsageError,
+    terminations,
+)
 
 __all__ = ["EXIT_OK", "EXIT_PARITY_FAIL", "EXIT_USAGE", "UsageError", "Tool", "TOOLS", "tools", "build_parser",
            "main", "package_error"]
@@ -94,7 +103,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console-script entry point; returns the exit code."""
+    """Console-script entry point; returns the exit code (128 + the signal's number after SIGTERM or SIGHUP, once the
+    command has removed what it was writing)."""
+    try:
+        with terminations():
+            return _main(argv)
+    except Terminated as exc:
+        print(f"torchtrt-swish: stopped by {exc}", file=sys.stderr)
+        return 128 + exc.signum
+
+
+def _main(argv: list[str] | None) -> int:
     if (broken := package_error()) is not None:
         return _without_the_package(sys.argv[1:] if argv is None else list(argv), broken)
     from torchtrt_swish.extras import install_hint, missing_extra_message

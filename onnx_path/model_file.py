@@ -115,18 +115,30 @@ def _source(tensor: onnx.TensorProto, folder: Path) -> tuple[Path, int, int | No
     return folder / location_of(tensor), int(info.offset or 0), None if info.length is None else int(info.length)
 
 
+def _fixed_width(tensor: onnx.TensorProto) -> np.dtype | None:
+    """The NumPy dtype of a tensor whose bytes map element by element (not strings, not sub-byte types), else None."""
+    try:
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+    except (KeyError, ValueError):
+        return None
+    return None if dtype.kind in "OSU" or tensor.data_type in _SUB_BYTE else dtype
+
+
+def _length_problem(tensor: onnx.TensorProto) -> str | None:
+    """Why an external tensor's declared length cannot be its dims' bytes (a reader would take a neighbour's), or
+    None; lengths of types that do not map element by element are left to onnx's reader."""
+    length, dtype = ExternalDataInfo(tensor).length, _fixed_width(tensor)
+    if length is None or dtype is None or int(length) == (need := math.prod(tensor.dims) * dtype.itemsize):
+        return None
+    return (f"tensor {tensor.name!r} declares {int(length)} bytes of external data, but its dims "
+            f"{list(tensor.dims)} of {onnx.TensorProto.DataType.Name(tensor.data_type)} take {need}")
+
+
 def _mappable(tensor: onnx.TensorProto, folder: Path | None) -> bool:
     """An external tensor of a fixed-width NumPy dtype with at least one element, readable in place."""
     if folder is None or not uses_external_data(tensor) or math.prod(tensor.dims) == 0:
         return False
-    try:
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
-    except (KeyError, ValueError):
-        return False
-    if dtype.kind in "OSU" or tensor.data_type in _SUB_BYTE:
-        return False
-    length = ExternalDataInfo(tensor).length
-    return length is None or int(length) == math.prod(tensor.dims) * dtype.itemsize
+    return _fixed_width(tensor) is not None and _length_problem(tensor) is None
 
 
 def _copy_range(sink, source: Path, offset: int, length: int | None, name: str) -> int:
@@ -267,6 +279,8 @@ class OnnxModel:
                 source, offset, length = _source(tensor, self.folder)
             except OnnxInputError as exc:
                 return str(exc)
+            if (why := _length_problem(tensor)) is not None:
+                return why
             if not source.is_file():
                 what = "does not exist" if not source.exists() else "is not a regular file"
                 return f"tensor {tensor.name!r} keeps its data in {source}, which {what}"
@@ -412,14 +426,22 @@ def open_model(path: str | Path, scratch: str | Path | None = None) -> Iterator[
     if model.has_external_tensors() or size <= SPILL_LIMIT:
         yield model
         return
-    where = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=scratch)).resolve()
+    where = None
     try:
-        # The proto is ours (just loaded): its in-memory tensors move into the scratch file.
-        with open(where / "weights.data", "wb") as sink:
-            _externalize(model.proto, sink, "weights.data", None)
+        try:
+            where = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=scratch)).resolve()
+            # The proto is ours (just loaded): its in-memory tensors move into the scratch file.
+            with open(where / "weights.data", "wb") as sink:
+                _externalize(model.proto, sink, "weights.data", None)
+        except OSError as exc:  # a full disk (ENOSPC), a file-size limit (EFBIG), a folder that cannot be written
+            folder = Path(scratch or tempfile.gettempdir())
+            raise OnnxInputError(f"{path}: its {size} bytes of weights could not be moved to a scratch file in "
+                                 f"{folder} ({exc.strerror or exc}); free room there"
+                                 f"{'' if scratch else ' or name another folder with TMPDIR'}") from None
         yield OnnxModel(model.proto, where, one_file=size <= INLINE_LIMIT)
     finally:
-        shutil.rmtree(where, ignore_errors=True)
+        if where is not None:
+            shutil.rmtree(where, ignore_errors=True)
 
 
 def with_inferred_types(model: onnx.ModelProto, *, data_prop: bool = True) -> onnx.ModelProto:

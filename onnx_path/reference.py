@@ -32,7 +32,7 @@ import torchtrt_swish
 
 from .common import iter_graphs
 from .contract import SWISH_DOMAIN, SWISH_OP, attribute_problem, identity_problem, is_swish_node, value_types
-from .model_file import OnnxModel
+from .model_file import OnnxInputError, OnnxModel
 from .surgery_values import sparse_to_dense
 
 ORT_DOMAIN = "ai.onnx.contrib"
@@ -154,6 +154,8 @@ class ReferenceExecutor:
 
     def __init__(self, model: OnnxModel | onnx.ModelProto):
         model = OnnxModel.of(model)
+        if (why := model.weights_problem()) is not None:
+            raise OnnxInputError(why)
         self.model = model.proto
         version = next((o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")), None)
         used = {n.op_type for _, g in iter_graphs(self.model.graph) for n in g.node if n.domain in ("", "ai.onnx")}

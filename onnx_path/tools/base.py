@@ -6,15 +6,52 @@ Only the standard library: onnx_path.cli imports this where torchtrt_swish may n
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
-__all__ = ["EXIT_OK", "EXIT_PARITY_FAIL", "EXIT_USAGE", "UsageError", "HelpFormatter", "Tool", "progress"]
+__all__ = ["EXIT_OK", "EXIT_PARITY_FAIL", "EXIT_USAGE", "UsageError", "Terminated", "terminations", "HelpFormatter",
+           "Tool", "progress"]
 
 EXIT_OK, EXIT_PARITY_FAIL, EXIT_USAGE = 0, 1, 2
 
 
 class UsageError(Exception):
     """Bad arguments or inputs: reported on stderr, exit code 2."""
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: raised where the command was, so that its cleanup runs as for Ctrl-C."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+# What kill, systemd, Kubernetes and CI timeouts send, and a closed terminal; SIGINT already raises KeyboardInterrupt.
+_TERMINATIONS = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def terminations() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP raise Terminated (once; a second one is ignored while cleaning up)."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+
+    def terminate(signum, frame):
+        for sig in _TERMINATIONS:
+            signal.signal(sig, signal.SIG_IGN)
+        raise Terminated(signum)
+
+    previous = {sig: signal.signal(sig, terminate) for sig in _TERMINATIONS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
