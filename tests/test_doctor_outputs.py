@@ -161,10 +161,17 @@ def test_the_console_script_and_python_m_agree(tmp_path):
         assert kind(fifo) == "fifo"
 
 
-def test_the_readme_states_the_doctors_rules():
-    # The CLI rules name the doctor, and the doctor's section the import timeout it really has.
-    text = " ".join((ROOT / "README.md").read_text().split())
-    rules = text[text.index("*Output targets.*"):text.index("`fuse` on a model that already has")]
-    assert "`doctor --json PATH` writes its file through the same output helper" in rules
-    assert "`torchtrt-swish doctor` still runs" in rules
-    assert f"each import it probes has a {doctor.IMPORT_TIMEOUT_S} s timeout of its own" in text
+def _section(text: str, heading: str) -> str:
+    """The body of a `## heading` section of a markdown page, on one line."""
+    body = text[text.index(f"\n## {heading}\n"):]
+    return " ".join(body[len(heading) + 5:].split("\n## ")[0].split())
+
+
+def test_the_cli_page_states_the_doctors_rules():
+    # The CLI rules (docs/cli.md) name the doctor, and the doctor's section the import timeout it really has.
+    text = (ROOT / "docs" / "cli.md").read_text()
+    assert "`doctor --json PATH` writes its file through the same output helper" in _section(text, "Output files")
+    assert "`torchtrt-swish doctor` still runs" in _section(text, "Exit codes")
+    assert "`doctor | head -1` exits as the checks decided" in _section(text, "Interrupts, full disks, closed streams")
+    assert (f"each import it probes has a {doctor.IMPORT_TIMEOUT_S} s timeout of its own"
+            in _section(text, "`doctor`"))

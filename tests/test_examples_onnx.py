@@ -28,7 +28,8 @@ def test_example_04_onnx_route(tmp_path):
     # The words a reader meets: the original material's format is named, not an internal code.
     assert "original material's TorchScript export format" in proc.stdout
     assert "seed 000" not in proc.stdout and "seed-000" not in proc.stdout
-    for readme in (ROOT / "README.md", ROOT / "examples" / "04_onnx_route" / "README.md"):
+    for readme in (ROOT / "README.md", ROOT / "docs" / "onnx_route.md",
+                   ROOT / "examples" / "04_onnx_route" / "README.md"):
         assert "the original material's TorchScript export format" in readme.read_text().replace("*", "")
     converted = report["parity"][1]
     assert converted["baseline_model"] == "seed_net.onnx" and converted["baselines"]
