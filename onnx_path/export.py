@@ -31,7 +31,7 @@ from torchtrt_swish.dtypes import DTYPES, parse_dtype
 
 from .common import all_nodes, node_label
 from .contract import PLUGIN_NAMESPACE, PLUGIN_VERSION, SWISH_DOMAIN, SWISH_OP, bias_problem, is_swish_node, value_types
-from .model_file import save_model
+from .model_file import load_model, save_model
 from .models import flush_denormals
 
 MIN_OPSET = 11
@@ -308,7 +308,7 @@ def bias_layout_problems(model: onnx.ModelProto) -> list[str]:
 
 def check_onnx(model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
     """Run onnx.checker (full check) and strict shape inference; returns the shape-inferred model."""
-    proto = onnx.load(str(model)) if isinstance(model, (str, Path)) else model
+    proto = load_model(model) if isinstance(model, (str, Path)) else model
     try:
         onnx.checker.check_model(proto, full_check=True)
         return onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True, data_prop=True)

@@ -55,6 +55,7 @@ __all__ = [
     "data_file_for",
     "external_data_files",
     "location_of",
+    "external_locations",
     "atomic_output",
     "write_text_atomic",
     "with_inferred_types",
@@ -107,6 +108,11 @@ def location_of(tensor: onnx.TensorProto) -> str:
         raise OnnxInputError(f"tensor {tensor.name!r} has external data location {location!r}: only a file name "
                              "relative to the model's folder is read")
     return location
+
+
+def external_locations(proto: onnx.ModelProto) -> set[str]:
+    """The locations of the model's external tensors (location_of each: OnnxInputError for one outside its folder)."""
+    return {location_of(t) for t in model_tensors(proto) if uses_external_data(t)}
 
 
 def _source(tensor: onnx.TensorProto, folder: Path) -> tuple[Path, int, int | None]:

@@ -5,12 +5,11 @@ import tempfile
 from pathlib import Path
 
 import onnx
-from onnx.external_data_helper import uses_external_data
 
 from torchtrt_swish._output import first_line
 
-from .common import all_nodes, iter_graphs, model_tensors
-from .model_file import OnnxInputError, location_of
+from .common import all_nodes, iter_graphs
+from .model_file import OnnxInputError, external_locations
 
 __all__ = ["prune_unused_domains", "initializers_as_inputs", "check_emitted", "hide_non_tensor_types",
            "restore_types"]
@@ -55,7 +54,7 @@ def _check_model(model: onnx.ModelProto) -> None:
     model's folder (the working folder for a model given in memory); the real files are never written to, and the
     writer checks them (onnx_path.model_file).
     """
-    locations = {location_of(t) for t in model_tensors(model) if uses_external_data(t)}
+    locations = external_locations(model)
     if not locations:
         onnx.checker.check_model(model)
         return

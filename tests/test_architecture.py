@@ -116,3 +116,70 @@ def test_one_module_per_cli_tool():
     for (module, _), tool in zip(cli.TOOLS, cli.tools()):
         assert type(tool).__module__ == f"{DOWNSTREAM}.tools.{module}" and tool.name.replace("-", "_") == module
         assert type(tool).add_parser_args is not Tool.add_parser_args and type(tool).run is not Tool.run, module
+
+
+def _package_import_graph() -> dict[str, set[str]]:
+    """module -> the package modules it imports (absolute and relative imports, at any depth in the file)."""
+    sources = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+               for p in [*(ROOT / UPSTREAM).rglob("*.py"), *(ROOT / DOWNSTREAM).rglob("*.py")]}
+    graph = {}
+    for name, path in sources.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{parent}.{base}" if base else parent
+                found.add(base)
+                found.update(f"{base}.{a.name}" for a in node.names)
+        graph[name] = {m for m in found if m in sources and m != name and not name.startswith(m + ".")}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of `graph` (a list of modules, the first repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    return next((c for n in sorted(graph) if n not in state and (c := visit(n))), None)
+
+
+def test_the_cycle_finder_can_fail():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_no_import_circle_between_the_modules_of_the_packages():
+    graph = _package_import_graph()
+    assert "onnx_path.model_file" in graph["onnx_path.tools.fuse"] and "onnx_path.common" in graph["onnx_path.model_file"]
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+
+
+def test_model_files_are_read_and_written_in_one_module():
+    """onnx_path.model_file is the one home of ONNX model I/O: no other module calls onnx's load/save or its
+    external-data helpers, and it imports nothing of the route above the graph queries."""
+    io_calls = {"onnx.load", "onnx.save", "onnx.load_model", "onnx.save_model", "onnx.external_data_helper"}
+    offenders = {}
+    for path in sorted((ROOT / DOWNSTREAM).rglob("*.py")):
+        text = path.read_text()
+        used = sorted(c for c in io_calls if f"{c}(" in text or f"from {c} import" in text or f"import {c}" in text)
+        if used and path.name != "model_file.py":
+            offenders[str(path.relative_to(ROOT))] = used
+    assert not offenders, offenders
+    assert _package_import_graph()["onnx_path.model_file"] <= {"onnx_path.common", UPSTREAM, f"{UPSTREAM}._output"}
