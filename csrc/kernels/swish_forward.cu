@@ -10,20 +10,47 @@ using namespace detail;
 
 using Mode = FwdMode;
 
-// Bias for kVEC consecutive elements starting at flat index i (pack index p when vectorized).
-template <typename T, int kVEC, Mode kMODE>
-__device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalarBias, int64_t i, int64_t p,
-    FwdParams const& prm, float (&out)[kVEC])
+#ifndef TORCHTRT_SWISH_AB_HOIST
+#define TORCHTRT_SWISH_AB_HOIST 1
+#endif
+#ifndef TORCHTRT_SWISH_AB_CLAMPX
+#define TORCHTRT_SWISH_AB_CLAMPX 1
+#endif
+#ifndef TORCHTRT_SWISH_AB_FLAT
+#define TORCHTRT_SWISH_AB_FLAT 1
+#endif
+#ifndef TORCHTRT_SWISH_AB_MINB
+#define TORCHTRT_SWISH_AB_MINB 0
+#endif
+#ifndef TORCHTRT_SWISH_AB_FASTEXP
+#define TORCHTRT_SWISH_AB_FASTEXP 0
+#endif
+
+// Bias elements of T a pack loads for its mode (kSCALAR and kLAST_FIXED load theirs once per thread).
+template <int kVEC, Mode kMODE>
+constexpr int biasLoads()
 {
-    if constexpr (kMODE == Mode::kSCALAR)
-    {
-#pragma unroll
-        for (int k = 0; k < kVEC; ++k)
-        {
-            out[k] = scalarBias;
-        }
-    }
-    else if constexpr (kMODE == Mode::kFULL || kMODE == Mode::kLAST_VEC)
+    return kMODE == Mode::kFULL || kMODE == Mode::kLAST_VEC || kMODE == Mode::kPERIODIC ? kVEC
+        : kMODE == Mode::kUNIFORM_VEC                                                    ? 1
+        : kMODE == Mode::kSPAN2                                                          ? 2
+                                                                                         : 1;
+}
+
+// The bias of one pack as loaded (not yet converted), and for kSPAN2 where its second channel starts.
+template <typename T, int kVEC, Mode kMODE>
+struct BiasRaw
+{
+    alignas(16) T v[biasLoads<kVEC, kMODE>()];
+    int64_t split;
+};
+
+// Loads the bias of kVEC consecutive elements starting at flat index i (pack index p when vectorized).
+template <typename T, int kVEC, Mode kMODE>
+__device__ __forceinline__ BiasRaw<T, kVEC, kMODE> biasLoad(T const* __restrict__ bias, int64_t i, int64_t p,
+    FwdParams const& prm)
+{
+    BiasRaw<T, kVEC, kMODE> raw{};
+    if constexpr (kMODE == Mode::kFULL || kMODE == Mode::kLAST_VEC)
     {
         int64_t j = i;
         if constexpr (kMODE == Mode::kLAST_VEC)
@@ -33,28 +60,17 @@ __device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalar
         if constexpr (kVEC > 1)
         {
             static_assert(sizeof(Pack<T, kVEC>) == sizeof(uint4), "bias packs are 16 bytes");
-            uint4 const raw = __ldg(reinterpret_cast<uint4 const*>(bias + j)); // read-only path, bias is reused
-            Pack<T, kVEC> b;
-            memcpy(&b, &raw, sizeof(raw));
-#pragma unroll
-            for (int k = 0; k < kVEC; ++k)
-            {
-                out[k] = Cvt<T>::toF(b.v[k]);
-            }
+            uint4 const r = __ldg(reinterpret_cast<uint4 const*>(bias + j)); // read-only path, bias is reused
+            memcpy(raw.v, &r, sizeof(r));
         }
         else
         {
-            out[0] = Cvt<T>::toF(bias[j]);
+            raw.v[0] = bias[j];
         }
     }
     else if constexpr (kMODE == Mode::kUNIFORM_VEC)
     {
-        float const b = Cvt<T>::toF(__ldg(bias + fwdUniformBias(prm, p)));
-#pragma unroll
-        for (int k = 0; k < kVEC; ++k)
-        {
-            out[k] = b;
-        }
+        raw.v[0] = __ldg(bias + fwdUniformBias(prm, p));
     }
     else if constexpr (kMODE == Mode::kSPAN2)
     {
@@ -62,59 +78,85 @@ __device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalar
         // `split` elements take channel c, the rest the next one. Both loads hit L1 after the first pack of a
         // plane; the select costs less than the 64-bit divisions of the per-element lookup.
         FwdSpan const sp = fwdSpan2Bias(prm, i);
-        float const b0 = Cvt<T>::toF(__ldg(bias + sp.c));
-        float const b1 = Cvt<T>::toF(__ldg(bias + sp.c1));
-#pragma unroll
-        for (int k = 0; k < kVEC; ++k)
-        {
-            out[k] = k < sp.split ? b0 : b1;
-        }
+        raw.v[0] = __ldg(bias + sp.c);
+        raw.v[1] = __ldg(bias + sp.c1);
+        raw.split = sp.split;
     }
-    else
+    else if constexpr (kMODE == Mode::kPERIODIC)
     {
         FwdRun run = fwdPeriodicStart(prm, i);
 #pragma unroll
         for (int k = 0; k < kVEC; ++k)
         {
-            out[k] = Cvt<T>::toF(__ldg(bias + run.c));
+            raw.v[k] = __ldg(bias + run.c);
             fwdPeriodicNext(prm, run);
         }
     }
+    return raw;
 }
 
+// The fp32 bias of each element of the pack.
 template <typename T, int kVEC, Mode kMODE>
-__device__ __forceinline__ Pack<T, kVEC> swishPack(Pack<T, kVEC> const& in, T const* __restrict__ bias, float scalarBias,
-    float const (&fixedBias)[kVEC], int64_t p, FwdParams const& prm)
+__device__ __forceinline__ void biasOf(BiasRaw<T, kVEC, kMODE> const& raw, float scalarBias,
+    float const (&fixedBias)[kVEC], float (&out)[kVEC])
 {
-    float b[kVEC];
-    if constexpr (kMODE == Mode::kLAST_FIXED)
-    {
-#pragma unroll
-        for (int k = 0; k < kVEC; ++k)
-        {
-            b[k] = fixedBias[k];
-        }
-    }
-    else
-    {
-        biasFor<T, kVEC, kMODE>(bias, scalarBias, fwdElement(prm, p, kVEC), p, prm, b);
-    }
-    float v[kVEC];
 #pragma unroll
     for (int k = 0; k < kVEC; ++k)
     {
-        v[k] = Cvt<T>::toF(in.v[k]);
+        if constexpr (kMODE == Mode::kSCALAR)
+        {
+            out[k] = scalarBias;
+        }
+        else if constexpr (kMODE == Mode::kLAST_FIXED)
+        {
+            out[k] = fixedBias[k];
+        }
+        else if constexpr (kMODE == Mode::kUNIFORM_VEC)
+        {
+            out[k] = Cvt<T>::toF(raw.v[0]);
+        }
+        else if constexpr (kMODE == Mode::kSPAN2)
+        {
+            out[k] = Cvt<T>::toF(k < raw.split ? raw.v[0] : raw.v[1]);
+        }
+        else
+        {
+            out[k] = Cvt<T>::toF(raw.v[k]);
+        }
     }
-    swishBiasAll<T>(v, b);
-    return packFrom<T>(v);
 }
 
+#if TORCHTRT_SWISH_AB_FASTEXP
+template <typename T, int kN>
+__device__ __forceinline__ void swishBiasAllAb(float (&v)[kN], float const (&b)[kN])
+{
+    if constexpr (sizeof(T) == 4)
+    {
+        swishBiasAll<T>(v, b);
+    }
+    else
+    {
+#pragma unroll
+        for (int k = 0; k < kN; ++k)
+        {
+            float e;
+            asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(v[k] * -1.4426950408889634f));
+            v[k] = fmaf(v[k], rcpApprox(1.0f + e), b[k]);
+        }
+    }
+}
+#define SWISH_BIAS_ALL swishBiasAllAb
+#else
+#define SWISH_BIAS_ALL swishBiasAll
+#endif
+
 // kPPT packs per thread, one pass over a grid that covers the tensor (no grid-stride loop: with one, the compiler
-// hoisted the bias load ahead of the x loads). Every x load is requested before the bias and the math, so the bias
-// lookup's latency overlaps them.
+// hoisted the bias load ahead of the x loads). All of a thread's x loads, then all of its bias loads, are requested
+// before any of them is used, so that each thread waits for memory once.
 template <typename T, int kVEC, Mode kMODE, int kT, int kPPT>
-__global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x, T const* __restrict__ bias,
-    T* __restrict__ y, int64_t nPacks, FwdParams prm)
+__global__ void __launch_bounds__(kT, TORCHTRT_SWISH_AB_MINB > 0 && kVEC > 1 ? TORCHTRT_SWISH_AB_MINB * 128 / kT : 1)
+    swishForwardKernel(T const* __restrict__ x, T const* __restrict__ bias, T* __restrict__ y, int64_t nPacks,
+        FwdParams prm)
 {
     using P = Pack<T, kVEC>;
     P in[kPPT];
@@ -122,19 +164,27 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     for (int u = 0; u < kPPT; ++u)
     {
         int64_t const p = fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT);
-        if constexpr (kPPT == 1)
+        if constexpr (kPPT == 1 || TORCHTRT_SWISH_AB_CLAMPX)
         {
             // Unguarded (a thread past the end reads the last pack and exits before its store), so that ptxas
             // issues the bias load right behind it; behind a guard the scalar bias load waited for the first x
-            // value, a second round trip. With two packs per thread this form let ptxas sink the first pack's load
-            // below the bias conversion, so those keep the guard.
-            in[u] = reinterpret_cast<P const*>(x)[p < nPacks ? p : nPacks - 1];
+            // value, a second round trip.
+            in[u] = reinterpret_cast<P const*>(x)[fwdLoadPack(p, nPacks)];
         }
         else if (p < nPacks)
         {
             in[u] = reinterpret_cast<P const*>(x)[p];
         }
     }
+    BiasRaw<T, kVEC, kMODE> raw[kPPT];
+#if TORCHTRT_SWISH_AB_HOIST
+#pragma unroll
+    for (int u = 0; u < kPPT; ++u)
+    {
+        int64_t const p = fwdLoadPack(fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT), nPacks);
+        raw[u] = biasLoad<T, kVEC, kMODE>(bias, fwdElement(prm, p, kVEC), p, prm);
+    }
+#endif
     float const scalarBias = kMODE == Mode::kSCALAR ? Cvt<T>::toF(bias[0]) : 0.0f;
     // kLAST_FIXED: C / kVEC divides kT, so all of this thread's packs have the same channels, and as kT is a power
     // of two so is C / kVEC: the remainder is a mask, not a run-time remainder ahead of the x address.
@@ -146,14 +196,14 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
         Pack<T, kVEC> b;
         if constexpr (sizeof(b) == sizeof(uint4))
         {
-            uint4 const raw = __ldg(reinterpret_cast<uint4 const*>(bias) + c);
-            memcpy(&b, &raw, sizeof(raw));
+            uint4 const r = __ldg(reinterpret_cast<uint4 const*>(bias) + c);
+            memcpy(&b, &r, sizeof(r));
         }
         else
         {
             static_assert(sizeof(b) == sizeof(uint2), "fixed bias packs are 16 or 8 bytes");
-            uint2 const raw = __ldg(reinterpret_cast<uint2 const*>(bias) + c);
-            memcpy(&b, &raw, sizeof(raw));
+            uint2 const r = __ldg(reinterpret_cast<uint2 const*>(bias) + c);
+            memcpy(&b, &r, sizeof(r));
         }
 #pragma unroll
         for (int k = 0; k < kVEC; ++k)
@@ -165,9 +215,28 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     for (int u = 0; u < kPPT; ++u)
     {
         int64_t const p = fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT);
+#if TORCHTRT_SWISH_AB_FLAT
+        if (true)
+#else
         if (p < nPacks)
+#endif
         {
-            reinterpret_cast<P*>(y)[p] = swishPack<T, kVEC, kMODE>(in[u], bias, scalarBias, fixedBias, p, prm);
+#if !TORCHTRT_SWISH_AB_HOIST
+            raw[u] = biasLoad<T, kVEC, kMODE>(bias, fwdElement(prm, p, kVEC), p, prm);
+#endif
+            float b[kVEC];
+            biasOf<T, kVEC, kMODE>(raw[u], scalarBias, fixedBias, b);
+            float v[kVEC];
+#pragma unroll
+            for (int k = 0; k < kVEC; ++k)
+            {
+                v[k] = Cvt<T>::toF(in[u].v[k]);
+            }
+            SWISH_BIAS_ALL<T>(v, b);
+            if (p < nPacks)
+            {
+                reinterpret_cast<P*>(y)[p] = packFrom<T>(v);
+            }
         }
     }
 }
@@ -200,14 +269,14 @@ cudaError_t launchMode(FwdLaunch const& l, T const* x, T const* bias, T* y, cuda
     constexpr int kV = 16 / sizeof(T);
     T const* const xs = x + l.prm.offset;
     T* const ys = y + l.prm.offset;
-    if (l.vec == kV && l.ppt == 1)
+    if (l.vec == kV && l.ppt == 1 && l.threads == kTHREADS)
     {
         swishForwardKernel<T, kV, kMODE, kTHREADS, 1><<<l.grid, kTHREADS, 0, stream>>>(xs, bias, ys, l.nPacks, l.prm);
     }
-    else if (l.vec == kV && l.ppt == 2)
+    else if (l.vec == kV && l.ppt == kFWD_BIG_PPT && l.threads == kFWD_BIG_THREADS)
     {
-        swishForwardKernel<T, kV, kMODE, kTHREADS / 2, 2><<<l.grid, kTHREADS / 2, 0, stream>>>(xs, bias, ys, l.nPacks,
-            l.prm);
+        swishForwardKernel<T, kV, kMODE, kFWD_BIG_THREADS, kFWD_BIG_PPT><<<l.grid, kFWD_BIG_THREADS, 0, stream>>>(
+            xs, bias, ys, l.nPacks, l.prm);
     }
     else if constexpr (sizeof(T) == 2 && (kMODE == Mode::kSCALAR || kMODE == Mode::kLAST_FIXED))
     {
