@@ -10,41 +10,23 @@ using namespace detail;
 
 using Mode = FwdMode;
 
-#ifndef TORCHTRT_SWISH_AB_HOIST
-#define TORCHTRT_SWISH_AB_HOIST 1
-#endif
-#ifndef TORCHTRT_SWISH_AB_CLAMPX
-#define TORCHTRT_SWISH_AB_CLAMPX 1
-#endif
-#ifndef TORCHTRT_SWISH_AB_FLAT
-#define TORCHTRT_SWISH_AB_FLAT 1
-#endif
-#ifndef TORCHTRT_SWISH_AB_MINB
-#define TORCHTRT_SWISH_AB_MINB 0
-#endif
-#ifndef TORCHTRT_SWISH_AB_FASTEXP
-#define TORCHTRT_SWISH_AB_FASTEXP 0
-#endif
-
-// Bias elements of T a pack loads for its mode (kSCALAR and kLAST_FIXED load theirs once per thread).
-template <int kVEC, Mode kMODE>
-constexpr int biasLoads()
+// Whether a mode loads bias for every pack (the others load theirs once per thread).
+__host__ __device__ constexpr bool fwdBiasPerPack(Mode m)
 {
-    return kMODE == Mode::kFULL || kMODE == Mode::kLAST_VEC || kMODE == Mode::kPERIODIC ? kVEC
-        : kMODE == Mode::kUNIFORM_VEC                                                    ? 1
-        : kMODE == Mode::kSPAN2                                                          ? 2
-                                                                                         : 1;
+    return m == Mode::kFULL || m == Mode::kLAST_VEC || m == Mode::kUNIFORM_VEC || m == Mode::kSPAN2
+        || m == Mode::kPERIODIC;
 }
 
-// The bias of one pack as loaded (not yet converted), and for kSPAN2 where its second channel starts.
+// The bias of one pack as loaded, not yet converted (kSPAN2: two channels and where the second starts).
 template <typename T, int kVEC, Mode kMODE>
 struct BiasRaw
 {
-    alignas(16) T v[biasLoads<kVEC, kMODE>()];
+    static constexpr int kN = kMODE == Mode::kUNIFORM_VEC ? 1 : kMODE == Mode::kSPAN2 ? 2 : kVEC;
+    alignas(16) T v[kN];
     int64_t split;
 };
 
-// Loads the bias of kVEC consecutive elements starting at flat index i (pack index p when vectorized).
+// Loads the bias of the kVEC elements of pack p (first element i) for the per-pack modes.
 template <typename T, int kVEC, Mode kMODE>
 __device__ __forceinline__ BiasRaw<T, kVEC, kMODE> biasLoad(T const* __restrict__ bias, int64_t i, int64_t p,
     FwdParams const& prm)
@@ -95,7 +77,7 @@ __device__ __forceinline__ BiasRaw<T, kVEC, kMODE> biasLoad(T const* __restrict_
     return raw;
 }
 
-// The fp32 bias of each element of the pack.
+// The fp32 bias of each element of a pack.
 template <typename T, int kVEC, Mode kMODE>
 __device__ __forceinline__ void biasOf(BiasRaw<T, kVEC, kMODE> const& raw, float scalarBias,
     float const (&fixedBias)[kVEC], float (&out)[kVEC])
@@ -126,37 +108,12 @@ __device__ __forceinline__ void biasOf(BiasRaw<T, kVEC, kMODE> const& raw, float
     }
 }
 
-#if TORCHTRT_SWISH_AB_FASTEXP
-template <typename T, int kN>
-__device__ __forceinline__ void swishBiasAllAb(float (&v)[kN], float const (&b)[kN])
-{
-    if constexpr (sizeof(T) == 4)
-    {
-        swishBiasAll<T>(v, b);
-    }
-    else
-    {
-#pragma unroll
-        for (int k = 0; k < kN; ++k)
-        {
-            float e;
-            asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(v[k] * -1.4426950408889634f));
-            v[k] = fmaf(v[k], rcpApprox(1.0f + e), b[k]);
-        }
-    }
-}
-#define SWISH_BIAS_ALL swishBiasAllAb
-#else
-#define SWISH_BIAS_ALL swishBiasAll
-#endif
-
 // kPPT packs per thread, one pass over a grid that covers the tensor (no grid-stride loop: with one, the compiler
-// hoisted the bias load ahead of the x loads). All of a thread's x loads, then all of its bias loads, are requested
-// before any of them is used, so that each thread waits for memory once.
+// hoisted the bias load ahead of the x loads). A thread requests all its x packs, then all its bias, before it uses
+// any: with the bias of each pack loaded beside its math, bf16 waited for x, then for each bias load in turn.
 template <typename T, int kVEC, Mode kMODE, int kT, int kPPT>
-__global__ void __launch_bounds__(kT, TORCHTRT_SWISH_AB_MINB > 0 && kVEC > 1 ? TORCHTRT_SWISH_AB_MINB * 128 / kT : 1)
-    swishForwardKernel(T const* __restrict__ x, T const* __restrict__ bias, T* __restrict__ y, int64_t nPacks,
-        FwdParams prm)
+__global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x, T const* __restrict__ bias,
+    T* __restrict__ y, int64_t nPacks, FwdParams prm)
 {
     using P = Pack<T, kVEC>;
     P in[kPPT];
@@ -164,11 +121,12 @@ __global__ void __launch_bounds__(kT, TORCHTRT_SWISH_AB_MINB > 0 && kVEC > 1 ? T
     for (int u = 0; u < kPPT; ++u)
     {
         int64_t const p = fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT);
-        if constexpr (kPPT == 1 || TORCHTRT_SWISH_AB_CLAMPX)
+        if constexpr (kPPT == 1 || fwdBiasPerPack(kMODE))
         {
-            // Unguarded (a thread past the end reads the last pack and exits before its store), so that ptxas
-            // issues the bias load right behind it; behind a guard the scalar bias load waited for the first x
-            // value, a second round trip.
+            // Unguarded (a thread past the end reads the last pack and skips its store), so that ptxas issues the
+            // bias loads right behind it; behind a guard the bias load waited for the first x value. With two
+            // packs per thread and a bias loaded once per thread, this form let ptxas sink the first pack's load
+            // below the bias conversion, so those keep the guard.
             in[u] = reinterpret_cast<P const*>(x)[fwdLoadPack(p, nPacks)];
         }
         else if (p < nPacks)
@@ -177,14 +135,15 @@ __global__ void __launch_bounds__(kT, TORCHTRT_SWISH_AB_MINB > 0 && kVEC > 1 ? T
         }
     }
     BiasRaw<T, kVEC, kMODE> raw[kPPT];
-#if TORCHTRT_SWISH_AB_HOIST
-#pragma unroll
-    for (int u = 0; u < kPPT; ++u)
+    if constexpr (fwdBiasPerPack(kMODE))
     {
-        int64_t const p = fwdLoadPack(fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT), nPacks);
-        raw[u] = biasLoad<T, kVEC, kMODE>(bias, fwdElement(prm, p, kVEC), p, prm);
+#pragma unroll
+        for (int u = 0; u < kPPT; ++u)
+        {
+            int64_t const p = fwdLoadPack(fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT), nPacks);
+            raw[u] = biasLoad<T, kVEC, kMODE>(bias, fwdElement(prm, p, kVEC), p, prm);
+        }
     }
-#endif
     float const scalarBias = kMODE == Mode::kSCALAR ? Cvt<T>::toF(bias[0]) : 0.0f;
     // kLAST_FIXED: C / kVEC divides kT, so all of this thread's packs have the same channels, and as kT is a power
     // of two so is C / kVEC: the remainder is a mask, not a run-time remainder ahead of the x address.
@@ -215,28 +174,18 @@ __global__ void __launch_bounds__(kT, TORCHTRT_SWISH_AB_MINB > 0 && kVEC > 1 ? T
     for (int u = 0; u < kPPT; ++u)
     {
         int64_t const p = fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT);
-#if TORCHTRT_SWISH_AB_FLAT
-        if (true)
-#else
         if (p < nPacks)
-#endif
         {
-#if !TORCHTRT_SWISH_AB_HOIST
-            raw[u] = biasLoad<T, kVEC, kMODE>(bias, fwdElement(prm, p, kVEC), p, prm);
-#endif
+            float v[kVEC];
             float b[kVEC];
             biasOf<T, kVEC, kMODE>(raw[u], scalarBias, fixedBias, b);
-            float v[kVEC];
 #pragma unroll
             for (int k = 0; k < kVEC; ++k)
             {
                 v[k] = Cvt<T>::toF(in[u].v[k]);
             }
-            SWISH_BIAS_ALL<T>(v, b);
-            if (p < nPacks)
-            {
-                reinterpret_cast<P*>(y)[p] = packFrom<T>(v);
-            }
+            swishBiasAll<T>(v, b);
+            reinterpret_cast<P*>(y)[p] = packFrom<T>(v);
         }
     }
 }
@@ -269,14 +218,14 @@ cudaError_t launchMode(FwdLaunch const& l, T const* x, T const* bias, T* y, cuda
     constexpr int kV = 16 / sizeof(T);
     T const* const xs = x + l.prm.offset;
     T* const ys = y + l.prm.offset;
-    if (l.vec == kV && l.ppt == 1 && l.threads == kTHREADS)
+    if (l.vec == kV && l.ppt == 1)
     {
         swishForwardKernel<T, kV, kMODE, kTHREADS, 1><<<l.grid, kTHREADS, 0, stream>>>(xs, bias, ys, l.nPacks, l.prm);
     }
-    else if (l.vec == kV && l.ppt == kFWD_BIG_PPT && l.threads == kFWD_BIG_THREADS)
+    else if (l.vec == kV && l.ppt == 2)
     {
-        swishForwardKernel<T, kV, kMODE, kFWD_BIG_THREADS, kFWD_BIG_PPT><<<l.grid, kFWD_BIG_THREADS, 0, stream>>>(
-            xs, bias, ys, l.nPacks, l.prm);
+        swishForwardKernel<T, kV, kMODE, kTHREADS / 2, 2><<<l.grid, kTHREADS / 2, 0, stream>>>(xs, bias, ys, l.nPacks,
+            l.prm);
     }
     else if constexpr (sizeof(T) == 2 && (kMODE == Mode::kSCALAR || kMODE == Mode::kLAST_FIXED))
     {

@@ -55,26 +55,12 @@ struct FwdPlan
 // instead: twice the threads, each with half the math ahead of its store, for a launch that cannot fill the chip.
 constexpr int64_t kFWD_HALF_NARROW_PACKS = int64_t{1} << 17;
 
-#ifndef TORCHTRT_SWISH_AB_BIG_THREADS
-#define TORCHTRT_SWISH_AB_BIG_THREADS 128
-#endif
-#ifndef TORCHTRT_SWISH_AB_BIG_PPT
-#define TORCHTRT_SWISH_AB_BIG_PPT 2
-#endif
-#ifndef TORCHTRT_SWISH_AB_ONE_LOG2
-#define TORCHTRT_SWISH_AB_ONE_LOG2 18
-#endif
-//! The launch shape above the one-pack limit: threads a block and packs a thread.
-constexpr int kFWD_BIG_THREADS = TORCHTRT_SWISH_AB_BIG_THREADS;
-constexpr int kFWD_BIG_PPT = TORCHTRT_SWISH_AB_BIG_PPT;
-
 //! Packs up to which a launch runs one pack per thread in 256-thread blocks (the most loads in flight for a tensor
 //! that cannot fill the chip); above, two packs per thread in 128-thread blocks. bf16 kSPAN2 keeps one pack per
 //! thread longer (its two-pack kernel holds more registers).
 inline int64_t fwdOnePackLimit(DType dtype, FwdMode mode)
 {
-    return dtype == DType::kBFLOAT16 && mode == FwdMode::kSPAN2 && TORCHTRT_SWISH_AB_ONE_LOG2 < 20
-        ? int64_t{1} << 20 : int64_t{1} << TORCHTRT_SWISH_AB_ONE_LOG2;
+    return dtype == DType::kBFLOAT16 && mode == FwdMode::kSPAN2 ? int64_t{1} << 20 : int64_t{1} << 18;
 }
 
 //! Whether a mode has an element-wise (pack width 1) kernel: the tail and misaligned launches use only these.
@@ -95,10 +81,9 @@ inline FwdLaunch fwdLaunch(DType dtype, FwdMode mode, int vec, int64_t nPacks, F
         return FwdLaunch{mode, 4, kTHREADS, 1, 2 * nPacks, gridBlocks((2 * nPacks + kTHREADS - 1) / kTHREADS), prm};
     }
     bool const one = nPacks <= fwdOnePackLimit(dtype, mode);
-    int const threads = one ? kTHREADS : kFWD_BIG_THREADS;
-    int const ppt = one ? 1 : kFWD_BIG_PPT;
-    int64_t const perBlock = static_cast<int64_t>(threads) * ppt;
-    return FwdLaunch{mode, vec, threads, ppt, nPacks, gridBlocks((nPacks + perBlock - 1) / perBlock), prm};
+    // Both shapes cover kTHREADS packs a block.
+    return FwdLaunch{mode, vec, one ? kTHREADS : kTHREADS / 2, one ? 1 : 2, nPacks,
+        gridBlocks((nPacks + kTHREADS - 1) / kTHREADS), prm};
 }
 
 //! The plan for n > 0 elements. io: x and y start on 16 bytes; biasAligned: bias does.
@@ -158,8 +143,8 @@ TORCHTRT_SWISH_HOST_DEVICE int64_t fwdPack(uint32_t b, uint32_t t, int u, int th
     return static_cast<int64_t>(b) * (threads * ppt) + t + static_cast<int64_t>(u) * threads;
 }
 
-//! The pack a thread loads for pack p: p itself, or the last pack for a p past the end (whose result is not
-//! stored), so that its loads need no guard.
+//! The pack a thread loads for pack p: p, or the last pack for a p past the end (a thread of the last block whose
+//! result is not stored), so that the loads need no guard and are all issued before any is used.
 TORCHTRT_SWISH_HOST_DEVICE int64_t fwdLoadPack(int64_t p, int64_t nPacks)
 {
     return p < nPacks ? p : nPacks - 1;

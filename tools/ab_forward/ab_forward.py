@@ -5,7 +5,9 @@ with its -D switches; tools/ab_forward/run.sh builds them). For every case and d
 x and bias, their outputs are checked (against an fp64 reference, and bit for bit against the first variant unless
 a variant is named in --approx), then each is captured k times in a CUDA graph and the replays of all variants,
 torch.compile's and a device-to-device copy (eager, as bench_layouts times it) are timed in interleaved rounds, so
-that every variant sees the same drift. `/copy` is copy time over the variant's time (1.0: copy bandwidth).
+that every variant sees the same drift. `/floor` is the floor time over the variant's time: copy time for the
+forward, 2.5 times it for forward + backward (--backward: each variant's forward then the op's swish_backward, so the
+op must be built; compile through autograd, as bench_layouts times it).
 
 --prewarm compiles torch.compile's kernels for the given cases and exits, so that parallel processes fill inductor's
 caches before the timed process (compiling is CPU work).
@@ -113,55 +115,81 @@ def timed(body, calls: int) -> float:
     return start.elapsed_time(end) * 1000.0 / calls
 
 
-def run_case(case: Case, dname: str, libs: dict, compiled, opts) -> dict:
-    """One row: every variant, compile and copy on one x, in interleaved rounds."""
+def run_case(case: Case, dname: str, libs: dict, compiled, opts) -> list[dict]:
+    """Rows for one case: every variant, compile and copy on one x, in interleaved rounds; with --backward also
+    forward + backward (each variant's forward, then the op's swish_backward; compile through autograd)."""
     dtype = DTYPES[dname]
     fmt = torch.channels_last if case.channels_last else torch.contiguous_format
-    x = torch.randn(case.shape, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
-    b = torch.randn(case.bias, device="cuda", dtype=dtype)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        x = torch.randn(case.shape, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
+        b = torch.randn(case.bias, device="cuda", dtype=dtype)
+        gy = torch.randn_like(x)
+        xg, bg = x.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+        y = torch.empty_like(x)
+        dst = torch.empty_like(x)
+    torch.cuda.synchronize()
     spec = spec_of(case)
-    y = torch.empty_like(x)
-    calls = {name: make_call(lib, x, b, y, spec) for name, lib in libs.items()}
+    fwd = {name: make_call(lib, x, b, y, spec) for name, lib in libs.items()}
     first = None
-    for name, call in calls.items():
+    for name, call in fwd.items():
         out = call().clone()
         check(out, x, b, f"{case.name} {dname} {name}")
         if first is None:
             first = out
-        elif name not in opts.approx and not torch.equal(out.view(torch.uint8), first.view(torch.uint8)):
-            raise SystemExit(f"{case.name} {dname} {name}: bits differ from {next(iter(calls))}")
+        elif name not in opts.approx and not torch.equal(out.contiguous().view(torch.uint8),
+                                                         first.contiguous().view(torch.uint8)):
+            raise SystemExit(f"{case.name} {dname} {name}: bits differ from {next(iter(fwd))}")
+    if opts.op:
+        out = opts.swish(x, b)
+        check(out, x, b, f"{case.name} {dname} op")
+        if not torch.equal(out.contiguous().view(torch.uint8), first.contiguous().view(torch.uint8)):
+            raise SystemExit(f"{case.name} {dname} op: bits differ from {next(iter(fwd))}")
+        fwd["op"] = lambda: opts.swish(x, b)
     if compiled is not None:
         check(compiled(x, b), x, b, f"{case.name} {dname} compile")
-        calls["compile"] = lambda: compiled(x, b)
-    dst = torch.empty_like(x)
+        fwd["compile"] = lambda: compiled(x, b)
+    passes = {"fwd": fwd}
+    if opts.backward:
+        bwd_op = torch.ops.torchtrt_swish.swish_backward
+        both = {name: (lambda call=call: (call(), bwd_op(gy, x, b))) for name, call in fwd.items()
+                if name not in ("compile", "op")}
+        if opts.op:
+            both["op"] = lambda: torch.autograd.grad(opts.swish(xg, bg), (xg, bg), gy)
+        if compiled is not None:
+            both["compile"] = lambda: torch.autograd.grad(compiled(xg, bg), (xg, bg), gy)
+        passes["fwd+bwd"] = both
     small = case.numel <= opts.small
     k, reps = (opts.k_small, opts.reps) if small else (opts.k, opts.reps)
-    stream = torch.cuda.Stream()
-    graphs = {name: graph_of(call, k, stream) for name, call in calls.items()}
-    bodies = {name: g.replay for name, g in graphs.items()}
 
     def copies():
         for _ in range(k):
             dst.copy_(x)
 
-    bodies = {"copy": copies, **bodies}
-    for body in bodies.values():
-        body()
-    torch.cuda.synchronize()
-    times: dict = {name: [] for name in bodies}
-    for _ in range(reps):
-        for name, body in bodies.items():
-            times[name].append(timed(body, k))
-    med = {name: statistics.median(v) for name, v in times.items()}
-    spread = {name: (max(v) - min(v)) / statistics.median(v) for name, v in times.items()}
-    row = {"case": case.name, "dtype": dname, "n": case.numel, "copy_us": med["copy"]}
-    for name in bodies:
-        if name != "copy":
-            row[f"{name}_us"] = med[name]
-            row[f"{name}_frac"] = med["copy"] / med[name]
-            row[f"{name}_spread"] = spread[name]
-    del graphs
-    return row
+    rows = []
+    for pas, calls in passes.items():
+        graphs = {name: graph_of(call, k, stream) for name, call in calls.items()}
+        bodies = {"copy": copies, **{name: g.replay for name, g in graphs.items()}}
+        for body in bodies.values():
+            body()
+        torch.cuda.synchronize()
+        times: dict = {name: [] for name in bodies}
+        for _ in range(reps):
+            for name, body in bodies.items():
+                times[name].append(timed(body, k))
+        med = {name: statistics.median(v) for name, v in times.items()}
+        floor = med["copy"] * (1.0 if pas == "fwd" else 2.5)
+        row = {"case": case.name, "dtype": dname, "pass": pas, "n": case.numel, "copy_us": med["copy"],
+               "floor_us": floor}
+        for name, v in times.items():
+            if name != "copy":
+                row[f"{name}_us"] = med[name]
+                row[f"{name}_frac"] = floor / med[name]
+                row[f"{name}_spread"] = (max(v) - min(v)) / med[name]
+        rows.append(row)
+        del graphs
+    return rows
 
 
 def main() -> int:
@@ -177,6 +205,8 @@ def main() -> int:
     ap.add_argument("--k-small", type=int, default=50)
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--small", type=int, default=1 << 22)
+    ap.add_argument("--backward", action="store_true", help="also forward + backward (needs the op built)")
+    ap.add_argument("--op", action="store_true", help="the built op as one more variant (as bench_layouts' ours)")
     ap.add_argument("--out", type=Path, default=None)
     opts = ap.parse_args()
     opts.approx = set(filter(None, opts.approx.split(",")))
@@ -191,35 +221,44 @@ def main() -> int:
                 c = by_name[nm]
                 fmt = torch.channels_last if c.channels_last else torch.contiguous_format
                 x = torch.randn(c.shape, device="cuda", dtype=DTYPES[dname]).contiguous(memory_format=fmt)
-                compiled(x, torch.randn(c.bias, device="cuda", dtype=DTYPES[dname]))
-                del x
+                b = torch.randn(c.bias, device="cuda", dtype=DTYPES[dname])
+                compiled(x, b)
+                if opts.backward:
+                    xg, bg = x.requires_grad_(), b.requires_grad_()
+                    y = compiled(xg, bg)
+                    torch.autograd.grad(y, (xg, bg), torch.randn_like(y))
+                del x, b
         return 0
+    if opts.backward or opts.op:
+        import torchtrt_swish  # the op (its forward as a variant) and torch.ops.torchtrt_swish.swish_backward
+        opts.swish = torchtrt_swish.swish
     libs = {}
     for item in filter(None, opts.variants.split(",")):
         name, path = item.split("=", 1)
         libs[name] = ctypes.CDLL(path)
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, variants {', '.join(libs)}", flush=True)
-    head = f"{'case':22} {'dtype':5} {'copy us':>8}"
-    cols = [*libs, "compile"]
+    head = f"{'case':22} {'dtype':5} {'pass':7} {'floor us':>8}"
+    cols = [*libs, *(["op"] if opts.op else []), "compile"]
     for name in cols:
-        head += f" {name[:10]:>10} {'/copy':>6}"
+        head += f" {name[:10]:>10} {'/floor':>6}"
     print(head, flush=True)
     rows = []
     try:
         for dname in opts.dtypes.split(","):
             for nm in names:
                 comp = compiled if dname in opts.compile_dtypes.split(",") else None
-                r = run_case(by_name[nm], dname, libs, comp, opts)
-                rows.append(r)
-                line = f"{r['case']:22} {r['dtype']:5} {r['copy_us']:8.2f}"
-                for name in cols:
-                    line += (f" {r[f'{name}_us']:10.2f} {r[f'{name}_frac']:6.3f}" if f"{name}_us" in r
-                             else f" {'-':>10} {'-':>6}")
-                print(line, flush=True)
+                for r in run_case(by_name[nm], dname, libs, comp, opts):
+                    rows.append(r)
+                    line = f"{r['case']:22} {r['dtype']:5} {r['pass']:7} {r['floor_us']:8.2f}"
+                    for name in cols:
+                        line += (f" {r[f'{name}_us']:10.2f} {r[f'{name}_frac']:6.3f}" if f"{name}_us" in r
+                                 else f" {'-':>10} {'-':>6}")
+                    print(line, flush=True)
                 torch.cuda.empty_cache()
     finally:
         if opts.out and rows:
-            keys = sorted({k for r in rows for k in r}, key=lambda k: (k not in ("case", "dtype", "n", "copy_us"), k))
+            lead = ("case", "dtype", "pass", "n", "copy_us", "floor_us")
+            keys = sorted({k for r in rows for k in r}, key=lambda k: (k not in lead, lead.index(k) if k in lead else 0, k))
             with open(opts.out, "w", newline="") as f:
                 w = csv.DictWriter(f, fieldnames=keys)
                 w.writeheader()

@@ -28,7 +28,7 @@ IFS=',' read -ra cs <<< "$CASES"
 for dt in ${AB_DTYPES//,/ }; do
     for ((i = 0; i < ${#cs[@]}; i += 3)); do
         group=$(IFS=,; echo "${cs[*]:i:3}")
-        TORCHINDUCTOR_COMPILE_THREADS=1 TORCH_LOGS=${PREWARM_LOGS:-} timeout 200 python3 tools/ab_forward/ab_forward.py --prewarm --cases "$group" \
+        TORCHINDUCTOR_COMPILE_THREADS=1 timeout 200 python3 tools/ab_forward/ab_forward.py --prewarm --cases "$group" \
             --dtypes "$dt" > "$L/prewarm_${dt}_$i.log" 2>&1 &
     done
 done
