@@ -110,7 +110,7 @@ __device__ __forceinline__ void biasOf(BiasRaw<T, kVEC, kMODE> const& raw, float
 
 // kPPT packs per thread, one pass over a grid that covers the tensor (no grid-stride loop: with one, the compiler
 // hoisted the bias load ahead of the x loads). A thread requests all its x packs, then all its bias, before it uses
-// any: with the bias of each pack loaded beside its math, bf16 waited for x, then for each bias load in turn.
+// any, so that it waits for memory once rather than once more for each pack's bias.
 template <typename T, int kVEC, Mode kMODE, int kT, int kPPT>
 __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x, T const* __restrict__ bias,
     T* __restrict__ y, int64_t nPacks, FwdParams prm)
@@ -124,9 +124,9 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
         if constexpr (kPPT == 1 || fwdBiasPerPack(kMODE))
         {
             // Unguarded (a thread past the end reads the last pack and skips its store), so that ptxas issues the
-            // bias loads right behind it; behind a guard the bias load waited for the first x value. With two
-            // packs per thread and a bias loaded once per thread, this form let ptxas sink the first pack's load
-            // below the bias conversion, so those keep the guard.
+            // bias loads right behind it; behind a guard it converted x first, waiting for it. With two packs per
+            // thread and a bias loaded once per thread, this form lets ptxas sink the first pack's load below the
+            // bias conversion, so those keep the guard.
             in[u] = reinterpret_cast<P const*>(x)[fwdLoadPack(p, nPacks)];
         }
         else if (p < nPacks)

@@ -1,19 +1,21 @@
 """A/B of forward-kernel builds on the layouts of benchmarks/bench_layouts.py, without rebuilding the op.
 
-Each variant is a shared library built from tools/ab_forward/ab_forward.cu (the launcher of one swish_forward.cu,
-with its -D switches; tools/ab_forward/run.sh builds them). For every case and dtype, all variants run on the same
-x and bias, their outputs are checked (against an fp64 reference, and bit for bit against the first variant unless
-a variant is named in --approx), then each is captured k times in a CUDA graph and the replays of all variants,
-torch.compile's and a device-to-device copy (eager, as bench_layouts times it) are timed in interleaved rounds, so
-that every variant sees the same drift. `/floor` is the floor time over the variant's time: copy time for the
-forward, 2.5 times it for forward + backward (--backward: each variant's forward then the op's swish_backward, so the
-op must be built; compile through autograd, as bench_layouts times it).
+Each variant is a shared library built from tools/ab_forward/ab_forward.cu: the launcher of one swish_forward.cu
+(the tree's, or a saved baseline's folder first on the include path) with its -D switches (run.sh and check.sh
+build them). For every case and dtype, all variants run on the same x and bias, their outputs are checked (against
+an fp64 reference, and bit for bit against the first variant unless a variant is named in --approx), then each is
+captured k times in a CUDA graph and the replays of all variants, torch.compile's and a device-to-device copy (eager,
+as bench_layouts times it) are timed in interleaved rounds, so that every variant sees the same drift. `/floor` is
+the floor time over the variant's time: copy time for the forward, 2.5 times it for forward + backward (--backward:
+each variant's forward, then the op's swish_backward, so the op must be built; compile through autograd, as
+bench_layouts times it). --op adds the built op (torchtrt_swish.swish, autograd for forward + backward): what
+bench_layouts times as ours.
 
 --prewarm compiles torch.compile's kernels for the given cases and exits, so that parallel processes fill inductor's
 caches before the timed process (compiling is CPU work).
 
-Usage (H200): python3 tools/ab_forward/ab_forward.py --variants base=/tmp/ab/base.so,cand=/tmp/ab/cand.so
-    [--cases a,b] [--dtypes fp32,fp16,bf16] [--approx name] [--out ab.csv] [--prewarm]
+Usage (H200): python3 tools/ab_forward/ab_forward.py --variants base=/tmp/ab/base.so,tree=/tmp/ab/tree.so
+    [--cases a,b] [--dtypes fp32,fp16,bf16] [--approx name] [--backward] [--op] [--out ab.csv] [--prewarm]
 """
 from __future__ import annotations
 
@@ -258,7 +260,8 @@ def main() -> int:
     finally:
         if opts.out and rows:
             lead = ("case", "dtype", "pass", "n", "copy_us", "floor_us")
-            keys = sorted({k for r in rows for k in r}, key=lambda k: (k not in lead, lead.index(k) if k in lead else 0, k))
+            keys = sorted({k for r in rows for k in r},
+                          key=lambda k: (k not in lead, lead.index(k) if k in lead else 0, k))
             with open(opts.out, "w", newline="") as f:
                 w = csv.DictWriter(f, fieldnames=keys)
                 w.writeheader()

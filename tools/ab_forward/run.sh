@@ -41,12 +41,15 @@ for name in "${names[@]}"; do
 done
 grep -l "Error\|error" "$L"/prewarm_*.log 2>/dev/null | head -3 | while read -r f; do echo "== $f"; tail -5 "$f"; done
 # shellcheck disable=SC2086
-TORCHINDUCTOR_COMPILE_THREADS=1 timeout ${AB_SECONDS:-300} python3 tools/ab_forward/ab_forward.py --variants "$spec" --cases "$CASES" \
+TORCHINDUCTOR_COMPILE_THREADS=1 timeout ${AB_SECONDS:-300} python3 tools/ab_forward/ab_forward.py --variants "$spec" \
+    --cases "$CASES" \
     --dtypes "$AB_DTYPES" --out "$OUT/ab.csv" ${AB_ARGS:-} 2>&1 | tee "$L/ab.log"
 echo "timed: $(( $(date +%s) - t0 )) s"
 { for f in $(find / -name "*.best_config" -path "*torchinductor*" 2>/dev/null); do echo "$f $(cat "$f")"; done
   for f in $(find / -name "triton_poi*.cubin" 2>/dev/null | head -60); do
       echo "== $f"; cuobjdump --dump-resource-usage "$f" | grep -E "REG|Function"; done
-  for name in "${names[@]}"; do echo "== $name"; grep -E "Used [0-9]+ registers|spill" "$L/build_$name.log" | sort | uniq -c | sort -rn | head -12; done
+  for name in "${names[@]}"; do
+      echo "== $name"; grep -E "Used [0-9]+ registers|spill" "$L/build_$name.log" | sort | uniq -c | sort -rn | head -12
+  done
 } > "$L/inductor_configs.txt" 2>&1
 grep -h "best_config" "$L/inductor_configs.txt" | sed 's/.*{/{/' | sort | uniq -c | head -20
