@@ -70,21 +70,24 @@ def _nchw(n: int, c: int, hw: int) -> list[Case]:
 
 
 # Conv activations of EfficientNet-B0 at batch 128 (2^21.6..2^25.8 elements) and of ResNet-50's last stage (C 2048),
-# smaller batches of the same layers (2^16.6..2^20.6), transformer activations, the dim-1 [64, 1] layout over
-# [N/1024, 64, 16], flat tensors.
+# smaller batches of the same layers (2^16.6..2^20.6), transformer activations (ViT-B/16 at batch 64: 64 x 197
+# tokens of 768; a LLaMA-7B MLP: 8192 tokens of 11008; bench_swish's [N/256, 256] at 2^28), the dim-1 [64, 1] layout
+# over [N/1024, 64, 16], flat tensors.
 CASES: list[Case] = [
     *_nchw(128, 1152, 7), *_nchw(128, 2048, 7), *_nchw(64, 256, 14), *_nchw(128, 240, 28), *_nchw(128, 144, 56),
     *_nchw(128, 32, 112), *_nchw(128, 16, 112), *_nchw(8, 1152, 7), *_nchw(4, 32, 112), *_nchw(2, 16, 56),
     Case("tokens_256x256", (256, 256), (256,)), Case("tokens_8192x768", (8192, 768), (768,)),
-    Case("tokens_16384x4096", (16384, 4096), (4096,)),
+    Case("tokens_12608x768", (64 * 197, 768), (768,)), Case("tokens_16384x4096", (16384, 4096), (4096,)),
+    Case("tokens_8192x11008", (8192, 11008), (11008,)), Case("tokens_2^20x256", (1 << 20, 256), (256,)),
     Case("dim1_64x16_2^24", ((1 << 24) // 1024, 64, 16), (64, 1)),
     Case("flat_2^16", (1 << 16,), (1,)), Case("flat_2^20", (1 << 20,), (1,)), Case("flat_2^24", (1 << 24,), (1,)),
     Case("flat_2^28", (1 << 28,), (1,)),
 ]
-# --quick: the issue's shapes (NCHW and channels_last), one large case of each other layout, three small ones.
+# --quick: the issue's shapes (NCHW and channels_last), the transformer rows, one large case of each other layout,
+# three small ones.
 QUICK = ["nchw_1152x7x7_n128", "nhwc_1152x7x7_n128", "nchw_256x14x14_n64", "nchw_32x112x112_n128",
-         "nhwc_32x112x112_n128", "tokens_8192x768", "dim1_64x16_2^24", "flat_2^24", "nchw_1152x7x7_n8",
-         "tokens_256x256", "flat_2^20"]
+         "nhwc_32x112x112_n128", "tokens_8192x768", "tokens_12608x768", "tokens_8192x11008", "tokens_2^20x256",
+         "dim1_64x16_2^24", "flat_2^24", "nchw_1152x7x7_n8", "tokens_256x256", "flat_2^20"]
 
 
 def eager_silu(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

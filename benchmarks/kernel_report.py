@@ -5,9 +5,7 @@ the SASS. Prints a Markdown table; the vectorized kernels (pack width 4 for fp32
 128-bit global loads and stores (LDG.E.128 / STG.E.128) for x, g, y and dx, and the forward kernels that small
 fp16/bf16 tensors take on purpose (pack width 4, 8 bytes) only 64-bit ones (LDG.E.64 / STG.E.64). "loads first":
 whether a kernel issues its first round of 128-bit loads before it uses any of them (waits_between_loads); --check
-(and tests/test_kernel_report.py) hold the backward kernels to it. Two bf16 forward kernels (full and last-dim bias,
-two packs per thread) convert their first x pack before their last 128-bit load, which may be a bias pack (L1/L2
-resident); what that costs is not measured.
+(and tests/test_kernel_report.py) hold the forward and backward kernels to it.
 
 Usage: python benchmarks/kernel_report.py [--arch 90] [--check]
 """
@@ -103,9 +101,9 @@ def waits_between_loads(instructions: list[str]) -> list[str]:
 
 
 def checked_waits(code: dict[str, list[str]]) -> dict[str, list[str]]:
-    """waits_between_loads of the kernels held to it (the backward ones), by short name; only those that wait."""
+    """waits_between_loads of the kernels held to it (forward and backward), by short name; only those that wait."""
     return {demangle_short(name): w for name, ins in code.items()
-            if "Backward" in name and (w := waits_between_loads(ins))}
+            if ("Backward" in name or "Forward" in name) and (w := waits_between_loads(ins))}
 
 
 def compile_kernels(arch: str, nvcc: str, dump: str) -> tuple[dict[str, dict], dict[str, list[str]]]:
@@ -151,10 +149,10 @@ def compile_kernels(arch: str, nvcc: str, dump: str) -> tuple[dict[str, dict], d
 
 
 def main() -> int:
-    """Compile, parse, print; with --check, exit 1 when a backward kernel's first round of loads waits on itself."""
+    """Compile, parse, print; with --check, exit 1 when a kernel's first round of loads waits on itself."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--arch", default="90")
-    ap.add_argument("--check", action="store_true", help="exit 1 if a backward kernel's 'loads first' is not ok")
+    ap.add_argument("--check", action="store_true", help="exit 1 if a kernel's 'loads first' is not ok")
     args = ap.parse_args()
     dump = cuobjdump()
     if dump is None:

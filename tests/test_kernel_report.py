@@ -1,4 +1,4 @@
-"""benchmarks/kernel_report.py's load-order check: its detector on hand-written SASS, then the real backward kernels.
+"""benchmarks/kernel_report.py's load-order check: its detector on hand-written SASS, then the real kernels.
 
 A thread's first round of 128-bit loads must all be issued before any of them is used: a use in between makes the
 warp wait for that load before it can issue the next one (the bf16 planes backward lost 10 % of its bandwidth that
@@ -57,8 +57,9 @@ def test_no_wide_loads_no_finding():
     assert kernel_report.waits_between_loads(["LDG.E R2, desc[UR4][R4.64]", "FADD R3, R2, 1", "MUFU.EX2 R3, R3"]) == []
 
 
-def test_backward_kernels_issue_their_loads_first():
-    """Every backward kernel of csrc/kernels, compiled for sm_90, issues its first round of loads before using one."""
+def test_kernels_issue_their_loads_first():
+    """Every forward and backward kernel of csrc/kernels, compiled for sm_90, issues its first round of loads before
+    using one (the bf16 forward with a per-pack bias once converted its x packs before loading their bias)."""
     home = cuda_root()
     dump = kernel_report.cuobjdump()
     if home is None or dump is None:
@@ -66,5 +67,7 @@ def test_backward_kernels_issue_their_loads_first():
     _, code = kernel_report.compile_kernels("90", str(home / "bin" / "nvcc"), dump)
     backward = [name for name in code if "Backward" in name]
     assert len(backward) >= 12, sorted(code)  # rows, planes, columns and unfused, three dtypes, packed
+    forward = [name for name in code if "Forward" in name]
+    assert len(forward) >= 42, sorted(code)  # seven bias modes, two launch shapes, three dtypes
     waits = kernel_report.checked_waits(code)
     assert not waits, waits

@@ -10,20 +10,29 @@ using namespace detail;
 
 using Mode = FwdMode;
 
-// Bias for kVEC consecutive elements starting at flat index i (pack index p when vectorized).
-template <typename T, int kVEC, Mode kMODE>
-__device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalarBias, int64_t i, int64_t p,
-    FwdParams const& prm, float (&out)[kVEC])
+// Whether a mode loads bias for every pack (the others load theirs once per thread).
+__host__ __device__ constexpr bool fwdBiasPerPack(Mode m)
 {
-    if constexpr (kMODE == Mode::kSCALAR)
-    {
-#pragma unroll
-        for (int k = 0; k < kVEC; ++k)
-        {
-            out[k] = scalarBias;
-        }
-    }
-    else if constexpr (kMODE == Mode::kFULL || kMODE == Mode::kLAST_VEC)
+    return m == Mode::kFULL || m == Mode::kLAST_VEC || m == Mode::kUNIFORM_VEC || m == Mode::kSPAN2
+        || m == Mode::kPERIODIC;
+}
+
+// The bias of one pack as loaded, not yet converted (kSPAN2: two channels and where the second starts).
+template <typename T, int kVEC, Mode kMODE>
+struct BiasRaw
+{
+    static constexpr int kN = kMODE == Mode::kUNIFORM_VEC ? 1 : kMODE == Mode::kSPAN2 ? 2 : kVEC;
+    alignas(16) T v[kN];
+    int64_t split;
+};
+
+// Loads the bias of the kVEC elements of pack p (first element i) for the per-pack modes.
+template <typename T, int kVEC, Mode kMODE>
+__device__ __forceinline__ BiasRaw<T, kVEC, kMODE> biasLoad(T const* __restrict__ bias, int64_t i, int64_t p,
+    FwdParams const& prm)
+{
+    BiasRaw<T, kVEC, kMODE> raw{};
+    if constexpr (kMODE == Mode::kFULL || kMODE == Mode::kLAST_VEC)
     {
         int64_t j = i;
         if constexpr (kMODE == Mode::kLAST_VEC)
@@ -33,28 +42,17 @@ __device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalar
         if constexpr (kVEC > 1)
         {
             static_assert(sizeof(Pack<T, kVEC>) == sizeof(uint4), "bias packs are 16 bytes");
-            uint4 const raw = __ldg(reinterpret_cast<uint4 const*>(bias + j)); // read-only path, bias is reused
-            Pack<T, kVEC> b;
-            memcpy(&b, &raw, sizeof(raw));
-#pragma unroll
-            for (int k = 0; k < kVEC; ++k)
-            {
-                out[k] = Cvt<T>::toF(b.v[k]);
-            }
+            uint4 const r = __ldg(reinterpret_cast<uint4 const*>(bias + j)); // read-only path, bias is reused
+            memcpy(raw.v, &r, sizeof(r));
         }
         else
         {
-            out[0] = Cvt<T>::toF(bias[j]);
+            raw.v[0] = bias[j];
         }
     }
     else if constexpr (kMODE == Mode::kUNIFORM_VEC)
     {
-        float const b = Cvt<T>::toF(__ldg(bias + fwdUniformBias(prm, p)));
-#pragma unroll
-        for (int k = 0; k < kVEC; ++k)
-        {
-            out[k] = b;
-        }
+        raw.v[0] = __ldg(bias + fwdUniformBias(prm, p));
     }
     else if constexpr (kMODE == Mode::kSPAN2)
     {
@@ -62,56 +60,57 @@ __device__ __forceinline__ void biasFor(T const* __restrict__ bias, float scalar
         // `split` elements take channel c, the rest the next one. Both loads hit L1 after the first pack of a
         // plane; the select costs less than the 64-bit divisions of the per-element lookup.
         FwdSpan const sp = fwdSpan2Bias(prm, i);
-        float const b0 = Cvt<T>::toF(__ldg(bias + sp.c));
-        float const b1 = Cvt<T>::toF(__ldg(bias + sp.c1));
-#pragma unroll
-        for (int k = 0; k < kVEC; ++k)
-        {
-            out[k] = k < sp.split ? b0 : b1;
-        }
+        raw.v[0] = __ldg(bias + sp.c);
+        raw.v[1] = __ldg(bias + sp.c1);
+        raw.split = sp.split;
     }
-    else
+    else if constexpr (kMODE == Mode::kPERIODIC)
     {
         FwdRun run = fwdPeriodicStart(prm, i);
 #pragma unroll
         for (int k = 0; k < kVEC; ++k)
         {
-            out[k] = Cvt<T>::toF(__ldg(bias + run.c));
+            raw.v[k] = __ldg(bias + run.c);
             fwdPeriodicNext(prm, run);
         }
     }
+    return raw;
 }
 
+// The fp32 bias of each element of a pack.
 template <typename T, int kVEC, Mode kMODE>
-__device__ __forceinline__ Pack<T, kVEC> swishPack(Pack<T, kVEC> const& in, T const* __restrict__ bias, float scalarBias,
-    float const (&fixedBias)[kVEC], int64_t p, FwdParams const& prm)
+__device__ __forceinline__ void biasOf(BiasRaw<T, kVEC, kMODE> const& raw, float scalarBias,
+    float const (&fixedBias)[kVEC], float (&out)[kVEC])
 {
-    float b[kVEC];
-    if constexpr (kMODE == Mode::kLAST_FIXED)
-    {
-#pragma unroll
-        for (int k = 0; k < kVEC; ++k)
-        {
-            b[k] = fixedBias[k];
-        }
-    }
-    else
-    {
-        biasFor<T, kVEC, kMODE>(bias, scalarBias, fwdElement(prm, p, kVEC), p, prm, b);
-    }
-    float v[kVEC];
 #pragma unroll
     for (int k = 0; k < kVEC; ++k)
     {
-        v[k] = Cvt<T>::toF(in.v[k]);
+        if constexpr (kMODE == Mode::kSCALAR)
+        {
+            out[k] = scalarBias;
+        }
+        else if constexpr (kMODE == Mode::kLAST_FIXED)
+        {
+            out[k] = fixedBias[k];
+        }
+        else if constexpr (kMODE == Mode::kUNIFORM_VEC)
+        {
+            out[k] = Cvt<T>::toF(raw.v[0]);
+        }
+        else if constexpr (kMODE == Mode::kSPAN2)
+        {
+            out[k] = Cvt<T>::toF(k < raw.split ? raw.v[0] : raw.v[1]);
+        }
+        else
+        {
+            out[k] = Cvt<T>::toF(raw.v[k]);
+        }
     }
-    swishBiasAll<T>(v, b);
-    return packFrom<T>(v);
 }
 
 // kPPT packs per thread, one pass over a grid that covers the tensor (no grid-stride loop: with one, the compiler
-// hoisted the bias load ahead of the x loads). Every x load is requested before the bias and the math, so the bias
-// lookup's latency overlaps them.
+// hoisted the bias load ahead of the x loads). A thread requests all its x packs, then all its bias, before it uses
+// any, so that it waits for memory once rather than once more for each pack's bias.
 template <typename T, int kVEC, Mode kMODE, int kT, int kPPT>
 __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x, T const* __restrict__ bias,
     T* __restrict__ y, int64_t nPacks, FwdParams prm)
@@ -122,17 +121,27 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     for (int u = 0; u < kPPT; ++u)
     {
         int64_t const p = fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT);
-        if constexpr (kPPT == 1)
+        if constexpr (kPPT == 1 || fwdBiasPerPack(kMODE))
         {
-            // Unguarded (a thread past the end reads the last pack and exits before its store), so that ptxas
-            // issues the bias load right behind it; behind a guard the scalar bias load waited for the first x
-            // value, a second round trip. With two packs per thread this form let ptxas sink the first pack's load
-            // below the bias conversion, so those keep the guard.
-            in[u] = reinterpret_cast<P const*>(x)[p < nPacks ? p : nPacks - 1];
+            // Unguarded (a thread past the end reads the last pack and skips its store), so that ptxas issues the
+            // bias loads right behind it; behind a guard it converted x first, waiting for it. With two packs per
+            // thread and a bias loaded once per thread, this form lets ptxas sink the first pack's load below the
+            // bias conversion, so those keep the guard.
+            in[u] = reinterpret_cast<P const*>(x)[fwdLoadPack(p, nPacks)];
         }
         else if (p < nPacks)
         {
             in[u] = reinterpret_cast<P const*>(x)[p];
+        }
+    }
+    BiasRaw<T, kVEC, kMODE> raw[kPPT];
+    if constexpr (fwdBiasPerPack(kMODE))
+    {
+#pragma unroll
+        for (int u = 0; u < kPPT; ++u)
+        {
+            int64_t const p = fwdLoadPack(fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT), nPacks);
+            raw[u] = biasLoad<T, kVEC, kMODE>(bias, fwdElement(prm, p, kVEC), p, prm);
         }
     }
     float const scalarBias = kMODE == Mode::kSCALAR ? Cvt<T>::toF(bias[0]) : 0.0f;
@@ -146,14 +155,14 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
         Pack<T, kVEC> b;
         if constexpr (sizeof(b) == sizeof(uint4))
         {
-            uint4 const raw = __ldg(reinterpret_cast<uint4 const*>(bias) + c);
-            memcpy(&b, &raw, sizeof(raw));
+            uint4 const r = __ldg(reinterpret_cast<uint4 const*>(bias) + c);
+            memcpy(&b, &r, sizeof(r));
         }
         else
         {
             static_assert(sizeof(b) == sizeof(uint2), "fixed bias packs are 16 or 8 bytes");
-            uint2 const raw = __ldg(reinterpret_cast<uint2 const*>(bias) + c);
-            memcpy(&b, &raw, sizeof(raw));
+            uint2 const r = __ldg(reinterpret_cast<uint2 const*>(bias) + c);
+            memcpy(&b, &r, sizeof(r));
         }
 #pragma unroll
         for (int k = 0; k < kVEC; ++k)
@@ -167,7 +176,16 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
         int64_t const p = fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT);
         if (p < nPacks)
         {
-            reinterpret_cast<P*>(y)[p] = swishPack<T, kVEC, kMODE>(in[u], bias, scalarBias, fixedBias, p, prm);
+            float v[kVEC];
+            float b[kVEC];
+            biasOf<T, kVEC, kMODE>(raw[u], scalarBias, fixedBias, b);
+#pragma unroll
+            for (int k = 0; k < kVEC; ++k)
+            {
+                v[k] = Cvt<T>::toF(in[u].v[k]);
+            }
+            swishBiasAll<T>(v, b);
+            reinterpret_cast<P*>(y)[p] = packFrom<T>(v);
         }
     }
 }

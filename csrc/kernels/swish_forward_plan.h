@@ -143,6 +143,13 @@ TORCHTRT_SWISH_HOST_DEVICE int64_t fwdPack(uint32_t b, uint32_t t, int u, int th
     return static_cast<int64_t>(b) * (threads * ppt) + t + static_cast<int64_t>(u) * threads;
 }
 
+//! The pack a thread loads for pack p: p, or the last pack for a p past the end (a thread of the last block whose
+//! result is not stored), so that the loads need no guard and are all issued before any is used.
+TORCHTRT_SWISH_HOST_DEVICE int64_t fwdLoadPack(int64_t p, int64_t nPacks)
+{
+    return p < nPacks ? p : nPacks - 1;
+}
+
 //! The flat index of pack p's first element (the launch's packs start at prm.offset).
 TORCHTRT_SWISH_HOST_DEVICE int64_t fwdElement(FwdParams const& prm, int64_t p, int vec)
 {

@@ -1,8 +1,8 @@
 // The forward's launches walked on the CPU (csrc/kernels/swish_forward_plan.h): every block, thread and pack of each
 // launch of the plan, through the functions the kernel calls. Checks that x and y are read and written inside
-// their buffers, every y element exactly once, that each element reads bias element (i / inner) % C and every bias
-// load (16-byte packs included) stays inside the bias and on its alignment, that each launch has a kernel of its
-// pack width and shape, and that grids fit.
+// their buffers (a thread past the end loads the last pack), every y element exactly once, that each element reads
+// bias element (i / inner) % C and every bias load (16-byte packs included) stays inside the bias and on its
+// alignment, that each launch has a kernel of its pack width and shape, and that grids fit.
 #include "proof.h"
 
 #include <vector>
@@ -103,8 +103,25 @@ std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool bi
                 for (int u = 0; u < l.ppt; ++u)
                 {
                     int64_t const p = fwdPack(b, t, u, l.threads, l.ppt);
+                    // The kernel loads x and the bias of pack fwdLoadPack(p) before it knows whether p is stored.
+                    int64_t const q = fwdLoadPack(p, l.nPacks);
+                    if (q < 0 || q >= l.nPacks || (q != p && p < l.nPacks))
+                    {
+                        return "launch " + std::to_string(li) + ": pack " + std::to_string(p) + " loads pack "
+                            + std::to_string(q) + " of " + std::to_string(l.nPacks);
+                    }
                     if (p >= l.nPacks)
                     {
+                        int64_t const iq = fwdElement(l.prm, q, l.vec);
+                        for (int k = 0; k < l.vec && r.ok(); ++k)
+                        {
+                            int64_t const got = biasIndex(l, iq, q, k, t, r);
+                            if (r.ok() && (got < 0 || got >= biasLen || iq + k >= n))
+                            {
+                                return "pack " + std::to_string(p) + " past the end loads bias["
+                                    + std::to_string(got) + "] or x[" + std::to_string(iq + k) + "]";
+                            }
+                        }
                         continue;
                     }
                     int64_t const i = fwdElement(l.prm, p, l.vec);
