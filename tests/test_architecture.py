@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from torchtrt_swish.doctor.probe import results
+
 ROOT = Path(__file__).resolve().parent.parent
 UPSTREAM, DOWNSTREAM = "torchtrt_swish", "onnx_path"
 
@@ -127,7 +129,7 @@ def test_a_probe_process_holds_no_torch(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / UPSTREAM / "doctor" / "__main__.py"), "--probe-imports", "peek"],
                           capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
-    loaded = proc.stdout.strip().splitlines()[-1].split('"version": "')[1].split('"')[0].split()
+    loaded = results(proc.stdout)[-1]["version"].split()
     assert loaded == [UPSTREAM, DOCTOR, f"{DOCTOR}.probe"], loaded
 
 
