@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import re
+import subprocess
 import sys
-import types
 
 from onnx_path.tools.base import (
     EXIT_OK,
@@ -149,8 +150,6 @@ def _main(argv: list[str] | None) -> int:
 
 # --------------------------------------------------------------------------------------- a package that cannot load
 
-_FILES = "_torchtrt_swish_files"  # torchtrt_swish's folder as a package that runs no __init__ (the doctor's modules)
-
 
 def package_error() -> str | None:
     """torchtrt_swish's import error in one line (torch of another minor version, _C missing or broken), or None."""
@@ -161,30 +160,18 @@ def package_error() -> str | None:
     return None
 
 
-def _doctor_without_the_package():
-    # torchtrt_swish/__init__.py raised: its doctor (standard library at the top) is loaded from the same folder
-    # under another package name, whose __init__ is empty; its rows then import what they need, and report failures.
-    spec = importlib.util.find_spec("torchtrt_swish")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    files = sys.modules.get(_FILES) or types.ModuleType(_FILES)
-    files.__path__ = list(spec.submodule_search_locations)
-    sys.modules[_FILES] = files
-    return importlib.import_module(f"{_FILES}.doctor")
-
-
 def _without_the_package(argv: list[str], error: str) -> int:
-    """Where torchtrt_swish cannot load: `doctor` runs and reports it as a FAIL row; anything else is one line."""
+    """Where torchtrt_swish cannot load: `doctor` runs its file by path (torchtrt_swish/doctor/__main__.py), which
+    reports the error as a FAIL row; anything else is one line."""
     command = next((a for a in argv if not a.startswith("-")), None)
-    doctor = _doctor_without_the_package() if command == "doctor" else None
-    if doctor is None:
+    spec = importlib.util.find_spec("torchtrt_swish") if command == "doctor" else None
+    if spec is None or not spec.submodule_search_locations:
         print(f"torchtrt-swish: error: {error} (`torchtrt-swish doctor` checks the rest of this install)",
               file=sys.stderr)
         return EXIT_USAGE
-    parser = _Parser(prog="torchtrt-swish doctor", description="check this install (torchtrt_swish does not load here)",
-                     formatter_class=HelpFormatter)
-    doctor.add_arguments(parser)
-    return doctor.run(parser.parse_args(argv[argv.index("doctor") + 1:]))
+    doctor = os.path.join(spec.submodule_search_locations[0], "doctor", "__main__.py")
+    argv = [sys.executable, doctor, "--import-error", error, *argv[argv.index("doctor") + 1:]]
+    return subprocess.run(argv).returncode
 
 
 if __name__ == "__main__":  # pragma: no cover

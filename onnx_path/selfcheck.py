@@ -1,12 +1,10 @@
-"""The doctor's ONNX-route row (``torchtrt-swish doctor``, torchtrt_swish/doctor.py runs it in its own process).
+"""The doctor's ONNX-route check (torchtrt_swish/doctor runs it in a process of its own: ``python -m
+onnx_path.selfcheck`` prints its row as one result line).
 
 The doctor's tiny model goes through this package's own steps: ``export_onnx`` (one SwishBias node),
 ``build_engine`` (TensorRT's ONNX parser with the plugin, built and serialized by Polygraphy), then Polygraphy's
 ``EngineFromBytes`` deserializes it after the plugin is in the registry and ``TrtRunner`` runs it; the output is
-compared with the op's. It lives here because it uses onnx_path, which torchtrt_swish never imports; what it shares
-with the doctor (the row, the tiny case, the comparison) comes from torchtrt_swish/_route_check.py, never from the
-doctor itself (tests/test_architecture.py).
-usage: python -m onnx_path.selfcheck   (prints the row as JSON on the last line)
+compared with the op's. It lives here because it uses onnx_path, which torchtrt_swish never imports.
 """
 from __future__ import annotations
 
@@ -14,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from torchtrt_swish._route_check import ROUTE_ONNX, CheckFailed, compare, route_main, tiny_case
+from torchtrt_swish.doctor import ROUTE_ONNX, CheckFailed, compare, route_main, tiny_case
 
 
 def onnx_route() -> str:

@@ -1,26 +1,34 @@
-"""The dependency direction of the Python packages: onnx_path builds on torchtrt_swish, never the other way round."""
+"""The dependency direction of the Python packages: onnx_path builds on torchtrt_swish, never the other way round; the
+install tooling (torchtrt_swish/doctor/) sits beside the product, which never imports it."""
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+from torchtrt_swish.doctor.probe import results
 
 ROOT = Path(__file__).resolve().parent.parent
 UPSTREAM, DOWNSTREAM = "torchtrt_swish", "onnx_path"
 
 
 def _imported_modules(path: Path, *, names_too: bool = False) -> set[str]:
-    """Absolute module names a source file imports anywhere (top level or inside functions); with `names_too`, also
-    ``X.a`` for each ``from X import a`` (which may be a module: ``from torchtrt_swish import doctor``)."""
+    """Module names a source file imports anywhere (top level or inside functions), relative ones made absolute; with
+    `names_too`, also ``X.a`` for each ``from X import a`` (which may be a module: ``from torchtrt_swish import
+    doctor``)."""
+    package = path.relative_to(ROOT).parent.parts if path.is_relative_to(ROOT) else None  # for relative imports
     names = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module)
+        elif isinstance(node, ast.ImportFrom) and (node.level == 0 or package is not None):
+            base = ".".join([*package[:len(package) - node.level + 1], node.module or ""] if node.level else
+                            [node.module]).strip(".")
+            names.add(base)
             if names_too:
-                names.update(f"{node.module}.{alias.name}" for alias in node.names)
+                names.update(f"{base}.{alias.name}" for alias in node.names)
     return names
 
 
@@ -31,6 +39,15 @@ def test_scan_sees_imports_inside_functions(tmp_path):
                    "    from torchtrt_swish import doctor\n")
     assert _imported_modules(src) == {"onnx_path.engine", "onnx_path.parity", "torchtrt_swish"}
     assert "torchtrt_swish.doctor" in _imported_modules(src, names_too=True)
+
+
+def test_scan_resolves_relative_imports():
+    """Relative imports count by their absolute names (`from .extras import`, `from ..extras import`, `from .. import
+    _C`, `from .probe import`)."""
+    assert "torchtrt_swish.extras" in _imported_modules(ROOT / UPSTREAM / "compile.py")
+    doctor = _imported_modules(ROOT / UPSTREAM / "doctor" / "__init__.py")
+    assert {"torchtrt_swish.extras", "torchtrt_swish.doctor.probe"} <= doctor, doctor
+    assert "torchtrt_swish._C" in _imported_modules(ROOT / UPSTREAM / "doctor" / "switch_points.py", names_too=True)
 
 
 def test_no_torchtrt_swish_module_imports_onnx_path():
@@ -46,7 +63,8 @@ def test_no_torchtrt_swish_module_imports_onnx_path():
 
 def test_importing_every_torchtrt_swish_module_leaves_onnx_path_unloaded():
     # The Python sources only: the package folder also holds the plugin library, which is no Python module.
-    modules = [f"{UPSTREAM}.{p.stem}" for p in sorted((ROOT / UPSTREAM).glob("*.py")) if p.stem != "__init__"]
+    modules = [".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+               for p in sorted((ROOT / UPSTREAM).rglob("*.py")) if p.stem != "__main__"]
     code = (
         "import importlib, sys\n"
         f"for name in {[UPSTREAM, *modules]!r}:\n"
@@ -59,25 +77,33 @@ def test_importing_every_torchtrt_swish_module_leaves_onnx_path_unloaded():
 
 
 DOCTOR = f"{UPSTREAM}.doctor"
-# The CLI's doctor sub-command is the doctor's front end: the one onnx_path module that calls it.
-DOCTOR_FRONT_END = f"{DOWNSTREAM}/tools/doctor.py"
+# The doctor's users: the CLI's front end of it, and the ONNX route's check, which the doctor runs as a process and
+# which takes its protocol (tiny case, comparison, route_main) from the doctor.
+DOCTOR_USERS = {f"{DOWNSTREAM}/tools/doctor.py", f"{DOWNSTREAM}/selfcheck.py"}
 
 
-def test_nothing_the_doctor_runs_imports_the_doctor_back():
-    """The doctor runs onnx_path.selfcheck in a child process: it and every other onnx_path module (but the CLI's
-    doctor sub-command) take what they share with the doctor from below it (torchtrt_swish._route_check)."""
-    sources = sorted((ROOT / DOWNSTREAM).rglob("*.py"))
-    assert (ROOT / DOWNSTREAM / "selfcheck.py") in sources and (ROOT / DOCTOR_FRONT_END) in sources
-    offenders = sorted(name for path in sources if (name := str(path.relative_to(ROOT))) != DOCTOR_FRONT_END
-                       and DOCTOR in _imported_modules(path, names_too=True))
-    assert not offenders, f"{offenders} import {DOCTOR}: import what the doctor shares from {UPSTREAM}._route_check"
+def _is_doctor(module: str) -> bool:
+    return module == DOCTOR or module.startswith(DOCTOR + ".")
 
 
-def test_the_onnx_route_check_loads_no_doctor():
-    code = f"import sys\nimport {DOWNSTREAM}.selfcheck\nprint({DOCTOR!r} in sys.modules)\n"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+def test_only_the_doctor_and_its_users_import_it():
+    """The op, the routes and the rest of onnx_path never import the install tooling (tests and tools may)."""
+    sources = sorted([*(ROOT / UPSTREAM).rglob("*.py"), *(ROOT / DOWNSTREAM).rglob("*.py")])
+    users = {name for path in sources if any(_is_doctor(m) for m in _imported_modules(path, names_too=True))
+             and not (name := str(path.relative_to(ROOT))).startswith(f"{UPSTREAM}/doctor/")}
+    assert users == DOCTOR_USERS, users
+
+
+def test_a_probe_process_holds_no_torch(tmp_path):
+    """A probe runs doctor/__main__.py by path, without the package's __init__: the doctor's modules import with the
+    standard library alone (as where that __init__ raises), so torch and the op are not loaded."""
+    (tmp_path / "peek.py").write_text("import sys\n__version__ = ' '.join(sorted(m for m in sys.modules if "
+                                      "m.split('.')[0] in ('torch', 'torchtrt_swish', 'onnx_path')))\n")
+    proc = subprocess.run([sys.executable, str(ROOT / UPSTREAM / "doctor" / "__main__.py"), "--probe-imports", "peek"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "False", proc.stdout
+    loaded = results(proc.stdout)[-1]["version"].split()
+    assert loaded == [UPSTREAM, DOCTOR, f"{DOCTOR}.probe"], f"{loaded}: import the others in the check that needs them"
 
 
 def test_the_cli_sits_on_top_of_both_packages():
@@ -99,7 +125,7 @@ def test_the_public_kernel_header_exposes_only_entry_points_and_their_types():
 
 
 def test_no_python_source_of_the_packages_is_over_600_lines():
-    """Split by concern before that (docs/architecture.md): one module per CLI tool, the doctor's shared pieces apart."""
+    """Split by concern before that (docs/architecture.md): one module per CLI tool, the doctor's processes apart."""
     sources = sorted([*(ROOT / UPSTREAM).rglob("*.py"), *(ROOT / DOWNSTREAM).rglob("*.py")])
     long = {str(p.relative_to(ROOT)): n for p in sources if (n := len(p.read_text().splitlines())) > 600}
     assert not long, long

@@ -28,10 +28,8 @@ C_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 
 def broken_install(tmp: Path, how: str) -> tuple[Path, str]:
     """(folder with the broken packages, a phrase the package's error must contain)."""
-    (tmp / "torchtrt_swish").mkdir(parents=True)
-    for source in (ROOT / "torchtrt_swish").glob("*.py"):
-        shutil.copy(source, tmp / "torchtrt_swish")
-    shutil.copytree(ROOT / "onnx_path", tmp / "onnx_path", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("torchtrt_swish", "onnx_path"):  # the Python files: no _C, no plugin library
+        shutil.copytree(ROOT / package, tmp / package, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     built = OTHER_TORCH if how == "other torch" else torch.__version__
     (tmp / "torchtrt_swish" / "_build_info.py").write_text(f"TORCH_VERSION = {built!r}\n")
     if how == "other torch":

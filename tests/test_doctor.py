@@ -16,7 +16,8 @@ import torch.nn.functional as F
 
 import trt_lean
 from torchtrt_swish import doctor
-from torchtrt_swish.doctor import FAIL, PASS, SKIPPED, CheckFailed, Row
+from torchtrt_swish.doctor import FAIL, PASS, SKIPPED, CheckFailed, Row, compare, route_main
+from torchtrt_swish.doctor.probe import results
 from torchtrt_swish.dtypes import TOLERANCES
 from torchtrt_swish.ops import swish
 
@@ -232,11 +233,44 @@ def test_the_cuda_rows_check_this_gpus_plans():
     assert int(plans[0].detail.split()[0]) >= 12, plans[0].detail  # at least two shapes per plan family
 
 
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("got, expected", [
+    ([NAN], [NAN]), ([1.0], [NAN]), ([NAN], [1.0]), ([INF], [-INF]), ([1.0], [INF]), ([INF], [1.0]),
+    ([INF, 1.0], [INF, 1.0]), ([-INF], [-INF]), ([1.0, 2.0], [1.0, 2.0 + 1e-9]),
+])
+def test_compare_holds_the_rule_of_check(got, expected):
+    # One rule: the doctor fails exactly where `check`'s statistics have an unmatched position (NaN never passes).
+    from onnx_path.verdict import error_stats
+
+    fails = error_stats(got, expected)["nonfinite"]["mismatched"] > 0
+    if fails:
+        with pytest.raises(CheckFailed, match="NaN never passes"):
+            compare(torch.tensor(got), torch.tensor(expected), "float32")
+    else:
+        assert compare(torch.tensor(got), torch.tensor(expected), "float32") <= 1e-9
+    assert fails == (NAN in got or NAN in expected or got[0] != expected[0])  # the cases mean what they say
+
+
 # ---------------------------------------------------------------------------------------------- the children
 
 
+def test_route_main_prints_one_json_row(capsys):
+    assert route_main("r", lambda: "fine") == 0
+    assert results(capsys.readouterr().out)[-1] == {"section": "engine", "check": "r", "status": PASS,
+                                                    "detail": "fine"}
+
+    def boom():
+        raise AttributeError("'ILayer' object has no attribute 'precision_is_set'\nmore")
+
+    route_main("r", boom)
+    assert results(capsys.readouterr().out)[-1]["detail"] == (
+        "AttributeError: 'ILayer' object has no attribute 'precision_is_set'")
+
+
 def _child(code: str) -> list[str]:
-    return [sys.executable, "-c", f"from torchtrt_swish._probe import emit\n{code}"]
+    return [sys.executable, "-c", f"from torchtrt_swish.doctor.probe import emit\n{code}"]
 
 
 def test_a_crashing_or_silent_check_process_is_a_failure():

@@ -3,7 +3,7 @@
 Seeded random shapes, strides (transposed and sliced views, channels_last, offset pointers), dtypes and bias kinds
 (scalar, last-dim, per-channel on dim 1, full, blocks of several dims), forward and backward against float64 on the
 CPU, dbias bit-identical over repeats, within a fixed time budget. The switch points come from the planner for the
-GPU's own multiprocessor count (torchtrt_swish.switch_points), not from one GPU's constants.
+GPU's own multiprocessor count (torchtrt_swish.doctor.switch_points), not from one GPU's constants.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import torchtrt_swish  # noqa: E402
-from torchtrt_swish import switch_points  # noqa: E402
+from torchtrt_swish.doctor import switch_points  # noqa: E402
 
 pytestmark = pytest.mark.cuda
 

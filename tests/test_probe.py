@@ -1,7 +1,8 @@
-"""torchtrt_swish._probe, the doctor's child processes: each import has its own timeout, whatever came before it."""
+"""torchtrt_swish.doctor.probe, the doctor's child processes: each import has its own timeout, whatever came before
+it."""
 from __future__ import annotations
 
-from torchtrt_swish._probe import import_modules
+from torchtrt_swish.doctor.probe import import_modules
 
 
 def test_each_import_has_its_own_timeout(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""torchtrt_swish.switch_points on the CPU: the switch-point shapes it derives for the SM counts of real GPUs."""
+"""torchtrt_swish.doctor.switch_points on the CPU: the switch-point shapes it derives for the SM counts of real GPUs."""
 from __future__ import annotations
 
 import math
@@ -7,7 +7,7 @@ import pytest
 from test_backward_plan import bp  # noqa: F401  (the _backward_plan module fixture)
 from test_backward_proof import SMS
 
-from torchtrt_swish import switch_points
+from torchtrt_swish.doctor import switch_points
 
 FAMILIES = {"rows", "cols", "grouped_cols", "planes_samples", "planes_planes", "planes_split"}
 

@@ -4,8 +4,8 @@ a partial last tile), every forward launch shape (8-byte packs for small fp16/bf
 and large kernels), and the network layouts of tests/test_kernels_layouts.py (each block shape of the planes
 backward, the forward's two-channel packs, a partial matrix tall enough for the two-stage column sums).
 
---switch-points: instead, the planner's switch points for this GPU's SM count (torchtrt_swish.switch_points), aligned
-and misaligned, plus --random N seeded random layouts of tests/test_kernels_property_gpu.py. Run memcheck with
+--switch-points: instead, the planner's switch points for this GPU's SM count (torchtrt_swish.doctor.switch_points),
+aligned and misaligned, plus --random N seeded random layouts of tests/test_kernels_property_gpu.py. Run memcheck with
 PYTORCH_NO_CUDA_MEMORY_CACHING=1: the caching allocator keeps small tensors inside one block, where a write past
 one of them goes unseen.
 
@@ -47,7 +47,7 @@ def switch_point_run(random_cases: int, max_elems: int) -> int:
     import random
 
     from test_kernels_property_gpu import _random_case
-    from torchtrt_swish import switch_points
+    from torchtrt_swish.doctor import switch_points
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     cases = switch_points.switch_point_cases(sms, max_elems)

@@ -47,7 +47,7 @@ import torch
 
 from . import converter
 from ._output import write_bytes
-from ._probe import installed
+from .extras import installed
 from .plugin import plugin_library_path
 from .shapes import DynamicShapes, shape_ranges
 

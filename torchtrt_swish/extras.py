@@ -2,6 +2,8 @@
 one-line install hint that names it, for every place that reports a missing optional module."""
 from __future__ import annotations
 
+import importlib.util
+
 #: Extra -> the top-level modules its distributions provide (tests/test_extras.py holds this to pyproject.toml).
 EXTRAS: dict[str, tuple[str, ...]] = {
     "onnx": ("onnx", "onnxscript", "onnxruntime", "onnxruntime_extensions", "onnx_graphsurgeon", "polygraphy"),
@@ -12,7 +14,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
 #: ``layer.precision_is_set`` unguarded, and TensorRT 11 removed that property.
 POLYGRAPHY_MIN = "0.53.6"
 
-__all__ = ["EXTRAS", "POLYGRAPHY_MIN", "extra_for", "install_hint", "missing_extra_message", "older_than"]
+__all__ = ["EXTRAS", "POLYGRAPHY_MIN", "extra_for", "install_hint", "installed", "missing_extra_message", "older_than"]
 
 
 def extra_for(module: str | None) -> str | None:
@@ -24,6 +26,14 @@ def extra_for(module: str | None) -> str | None:
 def install_hint(extra: str) -> str:
     """"pip install 'torchtrt_swish[EXTRA]'": the command that installs one extra."""
     return f"pip install 'torchtrt_swish[{extra}]'"
+
+
+def installed(name: str) -> bool:
+    """Whether a module of that name can be found (without importing it; a broken parent package counts as no)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def missing_extra_message(exc: ImportError) -> str | None:

@@ -1,5 +1,5 @@
-"""torchtrt-swish doctor: the install check of torchtrt_swish/doctor.py as a sub-command (the CLI's front end of
-it; where torchtrt_swish cannot load, onnx_path.cli runs the doctor without this module)."""
+"""torchtrt-swish doctor: the install check of torchtrt_swish/doctor/ as a sub-command (the CLI's front end of it;
+where torchtrt_swish cannot load, onnx_path.cli runs the doctor's file by path instead)."""
 from __future__ import annotations
 
 from onnx_path.tools.base import Tool

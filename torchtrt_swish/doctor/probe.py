@@ -1,19 +1,14 @@
 """The doctor's child processes: each check that may crash or hang runs in one, with a timeout, and hands back one
-JSON result line; and the TensorRT probe, which this file runs when started by path.
+JSON result line; and the probes, processes (__main__.py run by path) that hold TensorRT and the plugin, or an extra,
+but no torch, as a user's TensorRT process does.
 
 The result line starts with RESULT_MARKER on a line of its own: a library that printed without a newline (C code
 writing to stdout, flushed at exit) can neither glue itself to the result nor follow it unnoticed.
-
-Only the standard library: run by path (``python _probe.py --probe-plugin PATH MODULE...``), this is a process that
-holds TensorRT and the plugin but no torch and not this package, as a user's TensorRT process does.
-usage: python torchtrt_swish/_probe.py --probe-plugin {import,load_library,cdll} MODULE [MODULE...]
-       python torchtrt_swish/_probe.py --probe-imports MODULE [MODULE...]   (one result line per module)
 """
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
-import importlib.util
 import json
 import os
 import select
@@ -23,12 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CheckFailed", "RESULT_MARKER", "first_line", "installed", "version_of", "emit", "results", "run_child",
-           "import_modules", "probe_imports", "probe_plugin", "probe_argv"]
+__all__ = ["CheckFailed", "RESULT_MARKER", "first_line", "version_of", "emit", "results", "run_child", "import_modules",
+           "probe_imports", "probe_plugin", "probe_argv", "main"]
 
-_HERE = Path(__file__).resolve().parent
 RESULT_MARKER = "torchtrt-swish-doctor-result:"
 _TAIL = 3  # lines of a failed child's stderr (or stdout) quoted in its row
+_MAIN = str(Path(__file__).resolve().with_name("__main__.py"))  # run by path: a process without the package's __init__
 
 
 class CheckFailed(Exception):
@@ -39,14 +34,6 @@ def first_line(exc: BaseException) -> str:
     """'Type: first line of the message': how a row names an exception."""
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-
-
-def installed(name: str) -> bool:
-    """Whether a module of that name can be found (without importing it; a broken parent package counts as no)."""
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def version_of(module: Any) -> str:
@@ -70,18 +57,6 @@ def _tail(text: str) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines()[-_TAIL:])
 
 
-def _communicate(argv: list[str], timeout: float, env: dict[str, str] | None) -> tuple[int | None, str, str]:
-    # (exit status, None past the timeout; stdout; stderr): what a child wrote before it was stopped is kept too.
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc:
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-            return None, out, err
-    return proc.returncode, out, err
-
-
 def results(stdout: str) -> list[dict]:
     """The results a child emit()ted, in order (lines that do not parse are left out)."""
     out = []
@@ -97,9 +72,14 @@ def results(stdout: str) -> list[dict]:
 def run_child(argv: list[str], *, timeout: float, waited_for: str, env: dict[str, str] | None = None) -> dict:
     """The result a child process emit()s; CheckFailed naming how it ended otherwise (its exit or signal, the last
     lines it wrote, or what was waited for when it ran past `timeout` seconds)."""
-    code, out, err = _communicate(argv, timeout, env)
-    if code is None:
-        raise CheckFailed(f"{waited_for} did not finish within {timeout:g} s (the check process was stopped)")
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise CheckFailed(f"{waited_for} did not finish within {timeout:g} s (the check process was "
+                              "stopped)") from None
+    code = proc.returncode
     if code == 0 and (found := results(out)):
         return found[-1]
     how = f"was killed by signal {-code}" if code < 0 else f"exited {code}"
@@ -132,7 +112,7 @@ def import_modules(names: tuple[str, ...], timeout: float) -> dict[str, dict]:
 
 def _import_in_child(names: list[str], timeout: float) -> dict[str, dict]:
     # At least one result: the modules this process imported, and the one it hung or died on.
-    argv = [sys.executable, str(Path(__file__).resolve()), "--probe-imports", *names]
+    argv = [sys.executable, _MAIN, "--probe-imports", *names]
     found: dict[str, dict] = {}
     current, other, buffer = None, [], b""
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
@@ -169,11 +149,11 @@ def probe_plugin(module_names: tuple[str, ...], path: str) -> dict:
     """In this process (a fresh one): import a TensorRT flavour and, unless `path` is "import", load the plugin by
     `path` (load_library or cdll); report the module, its version and what registered, or why it did not import.
 
-    Only TensorRT and torchtrt_swish/plugin.py (by file, without torch) are loaded, as in a user's TensorRT process.
+    Only TensorRT and torchtrt_swish/plugin.py (without torch) are loaded, as in a user's TensorRT process.
     """
-    spec = importlib.util.spec_from_file_location("_torchtrt_swish_plugin", _HERE / "plugin.py")
-    plugin = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(plugin)
+    from .. import plugin
+    from ..extras import installed
+
     out: dict[str, Any] = {"import_errors": []}
     trt = None
     for name in module_names:
@@ -209,17 +189,15 @@ def probe_plugin(module_names: tuple[str, ...], path: str) -> dict:
 
 
 def probe_argv(path: str, modules: tuple[str, ...]) -> list[str]:
-    """The command line of a probe process: this file, by path, for one loading path and a flavour's modules."""
-    return [sys.executable, str(Path(__file__).resolve()), "--probe-plugin", path, *modules]
+    """The command line of a probe process, for one loading path and a flavour's modules."""
+    return [sys.executable, _MAIN, "--probe-plugin", path, *modules]
 
 
-if __name__ == "__main__":
-    if sys.path and Path(sys.path[0]).resolve() == _HERE:
-        del sys.path[0]  # the script's folder is the package: its modules must not shadow top-level names
-    if sys.argv[1:2] == ["--probe-imports"]:
-        probe_imports(tuple(sys.argv[2:]))
-    elif sys.argv[1:2] == ["--probe-plugin"] and len(sys.argv) >= 4:
-        emit(probe_plugin(tuple(sys.argv[3:]), sys.argv[2]))
+def main(argv: list[str]) -> int:
+    """A probe process (__main__.py run by path): --probe-plugin {import,load_library,cdll} MODULE... or
+    --probe-imports MODULE..."""
+    if argv[:1] == ["--probe-imports"]:
+        probe_imports(tuple(argv[1:]))
     else:
-        sys.exit(f"usage: {Path(__file__).name} --probe-plugin {{import,load_library,cdll}} MODULE [MODULE...] | "
-                 "--probe-imports MODULE [MODULE...]")
+        emit(probe_plugin(tuple(argv[2:]), argv[1]))
+    return 0

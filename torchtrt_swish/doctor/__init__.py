@@ -3,25 +3,27 @@
 
 * environment: Python, torch, CUDA and the GPU; which TensorRT flavours import (full, lean, dispatch) and their
   versions; Torch-TensorRT; the modules of the extras (onnx, onnxruntime, Polygraphy, onnx-graphsurgeon, ...).
-* op: the CPU and CUDA kernels on a tiny parity check against ``F.silu(x) + b`` computed in float64.
+* op: the CPU and CUDA kernels on a tiny parity check against ``F.silu(x) + b`` computed in float64; on a GPU, the
+  kernels' plans at its switch points (switch_points.py).
 * plugin: the library; loaded into each TensorRT that imports, through the registry's ``load_library`` and through
   ``ctypes.CDLL`` after import (what Polygraphy ``--plugins`` does), with exactly one SwishBias creator found. Each
   path runs in a fresh process, since a registration cannot be undone, holding only TensorRT and the plugin.
-* engine, where a full TensorRT and a GPU exist: a tiny model through the Torch-TensorRT converter (compiled,
-  saved, loaded, run) and through the ONNX parser with the plugin (``onnx_path.selfcheck``: built, serialized,
-  deserialized, run), each compared with the op, each in its own process so that a crash is a FAIL row. What those
-  processes share with this module (the row, the tiny case, the comparison) is in ``_route_check.py``.
+* engine, where a full TensorRT and a GPU exist: a tiny model through each route, compared with the op. A route check
+  is a function that returns its detail or raises CheckFailed (``torch_tensorrt_route`` here; the ONNX parser's in
+  ``onnx_path.selfcheck``, which imports this module, never the other way round); ``route_main`` runs it in a process
+  of its own and prints its row as one result line, so that a crash is a FAIL row.
 
 It runs with the base install (torch, numpy): a missing extra is a SKIPPED row naming it. It runs where the package
-itself cannot load (torch of another minor version, ``_C`` missing or broken): that error and its fix are the
-torchtrt_swish row, and what needs the package is SKIPPED. Imports run in child processes (torchtrt_swish/_probe.py),
-each within IMPORT_TIMEOUT_S: one that hangs is a FAIL row naming what was waited for. Exit status 1 when any
-row FAILs, 0 otherwise. ``--json`` prints the rows as JSON (``--json PATH`` writes them there) for a bug report.
+itself cannot load (torch of another minor version, ``_C`` missing or broken; __main__.py): that error and its fix are
+the torchtrt_swish row, and what needs the package is SKIPPED. Imports run in child processes (probe.py), each within
+IMPORT_TIMEOUT_S: one that hangs is a FAIL row naming what was waited for. Exit status 1 when any row FAILs, 0
+otherwise. ``--json`` prints the rows as JSON (``--json PATH`` writes them there) for a bug report.
 usage: torchtrt-swish doctor [--json [PATH]]   or   python -m torchtrt_swish.doctor [--json [PATH]]
 """
 from __future__ import annotations
 
-# Only the standard library at the top: the CLI loads this file on installs where the package itself cannot load.
+# Only the standard library and this folder at the top: the doctor runs where torchtrt_swish's __init__ raises, and
+# its probes in processes without torch (__main__.py); what needs more is imported by the check that needs it.
 import argparse
 import dataclasses
 import json
@@ -31,27 +33,29 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._probe import CheckFailed, first_line, import_modules, installed, probe_argv, run_child
-from ._route_check import (
-    FAIL,
-    PASS,
-    ROUTE_ONNX,
-    ROUTE_TORCH_TENSORRT,
-    SKIPPED,
-    Row,
-    compare,
-    route_main,
-    tiny_case,
-)
+from .probe import CheckFailed, emit, first_line, import_modules, probe_argv, run_child
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2  # the CLI's: 1 is "a check failed", 2 a usage error
-_HERE = Path(__file__).resolve().parent
+PASS, FAIL, SKIPPED = "PASS", "FAIL", "SKIPPED"
+ROUTE_TORCH_TENSORRT, ROUTE_ONNX = "Torch-TensorRT converter", "ONNX parser with the plugin"
 # csrc/trt_plugin/exports.cpp: set (non-empty, not "0"), the library does not register itself when dlopen'ed.
 NO_AUTO_REGISTER_ENV = "TORCHTRT_SWISH_NO_AUTO_REGISTER"
 CHILD_TIMEOUT_S = 900  # an engine build with a cold CUDA context and Torch-TensorRT's import takes minutes at worst
 IMPORT_TIMEOUT_S = 60  # importing TensorRT or an extra takes seconds; one that hangs must not hold the doctor for long
 FLAVOUR_NAMES = {"tensorrt": "full", "tensorrt_lean": "lean", "tensorrt_dispatch": "dispatch"}
 LOADING_PATHS = {"load_library": "registry load_library", "cdll": "ctypes.CDLL after import"}
+#: torchtrt_swish/__init__.py's error where it raised (__main__.py, run by path, sets it); None: the package imported.
+IMPORT_ERROR: str | None = None
+
+
+@dataclasses.dataclass
+class Row:
+    """One check: its section and name, PASS / FAIL / SKIPPED, and the reason (versions, errors, what is missing)."""
+
+    section: str
+    check: str
+    status: str
+    detail: str
 
 
 # ------------------------------------------------------------------------------------------- TensorRT flavours
@@ -64,7 +68,7 @@ def tensorrt_flavours() -> dict[str, tuple[str, ...]]:
     package ``X`` re-exports ``X_bindings`` (NVIDIA/TensorRT python/packaging/frontend_sdist), one library, one
     plugin registry, so the two are one flavour.
     """
-    from .plugin import TENSORRT_MODULES
+    from ..plugin import TENSORRT_MODULES
 
     out: dict[str, tuple[str, ...]] = {}
     for module in TENSORRT_MODULES:
@@ -93,7 +97,7 @@ def _plugin_row(flavour: str, path: str, result: dict) -> Row:
 
 
 def _probe(path: str, modules: tuple[str, ...]) -> dict:
-    # A fresh process with TensorRT and the plugin but no torch, as a user's TensorRT process (see _probe.py).
+    # A fresh process with TensorRT and the plugin but no torch, as a user's TensorRT process (see probe.py).
     waited_for = f"import {' or '.join(modules)}" + ("" if path == "import" else f" and {LOADING_PATHS[path]}")
     try:
         return run_child(probe_argv(path, modules), timeout=IMPORT_TIMEOUT_S, waited_for=waited_for)
@@ -103,6 +107,8 @@ def _probe(path: str, modules: tuple[str, ...]) -> dict:
 
 def tensorrt_rows(library: Path | None) -> tuple[list[Row], list[Row], dict[str, str]]:
     """(environment rows, plugin rows, {flavour: module} of the flavours that import) for every TensorRT flavour."""
+    from ..extras import installed
+
     env_rows, plugin_rows, importable = [], [], {}
     for flavour, modules in tensorrt_flavours().items():
         check = f"TensorRT {flavour}"
@@ -137,7 +143,7 @@ def tensorrt_rows(library: Path | None) -> tuple[list[Row], list[Row], dict[str,
 def module_rows(gpu: bool) -> tuple[list[Row], dict[str, bool]]:
     """(rows, {name: imports}) for Torch-TensorRT and the extras' modules: version, not installed (naming the extra),
     or the error; all imported by one child process, each import within IMPORT_TIMEOUT_S."""
-    from .extras import EXTRAS, POLYGRAPHY_MIN, install_hint, older_than
+    from ..extras import EXTRAS, POLYGRAPHY_MIN, install_hint, installed, older_than
 
     extras = {"torch_tensorrt": None, **{name: extra for extra, names in EXTRAS.items() for name in names}}
     present = tuple(name for name in extras if installed(name))
@@ -171,11 +177,10 @@ def _package_row() -> tuple[Row, bool]:
         own = importlib.metadata.version("torchtrt_swish")
     except importlib.metadata.PackageNotFoundError:
         own = "not installed (a source tree)"
-    try:
-        import torchtrt_swish
-    except Exception as exc:  # noqa: BLE001 - torch of another minor version, _C missing or broken, torch broken
-        why = " ".join(str(exc).split())
-        return Row("environment", "torchtrt_swish", FAIL, f"{own}; does not import: {why}"), False
+    if IMPORT_ERROR is not None:
+        return Row("environment", "torchtrt_swish", FAIL, f"{own}; does not import: {IMPORT_ERROR}"), False
+    import torchtrt_swish
+
     return Row("environment", "torchtrt_swish", PASS, f"{own}; extension {Path(torchtrt_swish._C.__file__).name} "
                                                       f"loaded from {Path(torchtrt_swish.__file__).parent}"), True
 
@@ -210,16 +215,41 @@ def environment_rows() -> tuple[list[Row], list[Row], dict[str, Any]]:
 # --------------------------------------------------------------------------------------------------------- op
 
 
+def compare(got: Any, expected: Any, dtype_name: str) -> float:
+    """Max abs error of `got` against `expected`; CheckFailed at any NaN or unmatched infinity (the rule of `check`,
+    torchtrt_swish.dtypes.unmatched_positions) or past the dtype's tolerance, naming the worst element."""
+    import torch
+
+    from ..dtypes import tolerance, unmatched_positions
+
+    atol, rtol = tolerance(dtype_name)
+    got, expected = got.detach().double().cpu(), expected.detach().double().cpu()
+    if got.shape != expected.shape:
+        raise CheckFailed(f"shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
+    unmatched = torch.from_numpy(unmatched_positions(got.numpy(), expected.numpy()))
+    if unmatched.any():
+        first = tuple(int(i) for i in unmatched.nonzero()[0])
+        raise CheckFailed(f"{int(unmatched.sum())} of {got.numel()} elements are NaN or an infinity the other side "
+                          f"lacks (NaN never passes); first at index {first}: got {got[first].item()}, expected "
+                          f"{expected[first].item()}")
+    try:
+        torch.testing.assert_close(got, expected, atol=atol, rtol=rtol, equal_nan=False)
+    except AssertionError as exc:
+        raise CheckFailed(" ".join(str(exc).split())) from None
+    finite = torch.isfinite(expected)
+    return float((got[finite] - expected[finite]).abs().max()) if finite.any() else 0.0
+
+
 def op_parity(device: str, swish: Any = None) -> str:
     """The op against F.silu(x) + b in float64 for every dtype and bias layout on `device`; CheckFailed naming the
     first case that fails, else a summary with the largest error."""
     import torch
     import torch.nn.functional as F
 
-    from .dtypes import DTYPES
+    from ..dtypes import DTYPES
 
     if swish is None:
-        from .ops import swish
+        from ..ops import swish
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(2, 3, 4, 5, generator=gen, dtype=torch.float64) * 4
     x.view(-1)[:6] = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), -30.0])
@@ -269,7 +299,7 @@ def op_rows(gpu: bool, package: bool = True) -> list[Row]:
 
 def plan_row(budget_s: float = 5.0) -> Row:
     """The CUDA kernels' plans for this GPU: forward + backward at the backward planner's switch points for its SM
-    count (torchtrt_swish.switch_points), so a GPU unlike ours verifies the plans it gets."""
+    count (switch_points.py), so a GPU unlike ours verifies the plans it gets."""
     from .switch_points import check_switch_points
 
     try:
@@ -284,6 +314,31 @@ def plan_row(budget_s: float = 5.0) -> Row:
 
 
 # ------------------------------------------------------------------------------------------------- engines
+
+
+def tiny_case() -> tuple[Any, Any, Any]:
+    """(model, x, bias): an EfficientSwish with a distinct bias per channel and a small random input, on the CPU."""
+    import torch
+
+    from ..modules import EfficientSwish
+
+    model = EfficientSwish(bias_shape=(4, 1, 1)).eval()
+    with torch.no_grad():
+        model.bias.copy_(torch.linspace(-1.0, 1.0, 4).view(4, 1, 1))
+    x = torch.randn(2, 4, 3, 5, generator=torch.Generator().manual_seed(0)) * 3
+    return model, x, model.bias.detach().clone()
+
+
+def route_main(check: str, route: Any) -> int:
+    """A route check's process: run `route` and emit its row (probe.emit); 0, since the row carries the verdict (an
+    exit other than 0 tells the doctor that the process itself broke)."""
+    try:
+        row = Row("engine", check, PASS, route())
+    except Exception as exc:  # noqa: BLE001 - every failure is the row's reason
+        row = Row("engine", check, FAIL, " ".join(str(exc).split()) if isinstance(exc, CheckFailed)
+                  else first_line(exc))
+    emit(dataclasses.asdict(row))
+    return 0
 
 
 def swish_nodes_left(module: Any) -> int:
@@ -303,8 +358,8 @@ def torch_tensorrt_route(device: str = "cuda") -> str:
     """Torch-TensorRT: compile (the converter must take the op), save, load, run; each output against the op."""
     import tempfile
 
-    from . import compile as trt_compile
-    from .ops import swish
+    from .. import compile as trt_compile
+    from ..ops import swish
 
     model, x, bias = tiny_case()
     x = x.to(device)
@@ -328,7 +383,7 @@ def torch_tensorrt_route(device: str = "cuda") -> str:
 
 def engine_rows(found: dict[str, Any], importable: dict[str, str], library: Path | None) -> list[Row]:
     """The two engine routes, each in its own process, where a full TensorRT, a GPU and the plugin library exist."""
-    from .extras import install_hint
+    from ..extras import install_hint
 
     needs = []
     if "full" not in importable:
@@ -339,11 +394,12 @@ def engine_rows(found: dict[str, Any], importable: dict[str, str], library: Path
         needs.append("the plugin library")
     if not found.get("package", True):
         needs.append("torchtrt_swish to import")
+    # Each route check is a module run with -m that prints its row (route_main): this one, and onnx_path.selfcheck.
     routes = {
         ROUTE_TORCH_TENSORRT: ([] if found.get("torch_tensorrt") else ["torch_tensorrt"],
-                                     [sys.executable, "-m", "torchtrt_swish.doctor", "--route", "torch_tensorrt"]),
+                               [sys.executable, "-m", "torchtrt_swish.doctor", "--route", "torch_tensorrt"]),
         ROUTE_ONNX: ([m for m in ("onnx", "polygraphy") if not found.get(m)],
-                                        [sys.executable, "-m", "onnx_path.selfcheck"]),
+                     [sys.executable, "-m", "onnx_path.selfcheck"]),
     }
     rows = []
     for check, (missing, argv) in routes.items():
@@ -363,8 +419,8 @@ def engine_rows(found: dict[str, Any], importable: dict[str, str], library: Path
 def _child_env() -> dict[str, str]:
     # The route processes import this package by name: where it was found here (a source tree that was not
     # installed, say), they must find it too; appended, so that anything the user put first stays first.
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(_HERE.parent)) if p)
+    env, above = dict(os.environ), str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), above) if p)
     return env
 
 
@@ -373,7 +429,7 @@ def _child_env() -> dict[str, str]:
 
 def collect() -> list[Row]:
     """Every row, in the order of the table."""
-    from .plugin import plugin_library_path
+    from ..plugin import plugin_library_path
 
     machine, modules, found = environment_rows()
     try:
@@ -417,11 +473,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run every check; write --json PATH, then print the table (or the JSON); 1 when any row failed, else 0."""
-    from ._output import OutputPathError, output_problem, say, write_text
+    from .._output import OutputPathError, output_problem, say, write_text
 
     target = None if args.json in (None, "-") else Path(args.json)
     if target is not None and (why := output_problem(target)) is not None:  # before minutes of checks, not after
-        return _usage_error(f"--json {target} cannot be written: {why}")
+        return usage_error(f"--json {target} cannot be written: {why}")
     rows = collect()
     text = json.dumps(report(rows), indent=2) + "\n"
     if target is None and args.json == "-":
@@ -432,7 +488,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             write_text(target, text)
         except (OSError, OutputPathError) as exc:
-            return _usage_error(f"--json {target} could not be written: {getattr(exc, 'strerror', None) or exc}")
+            return usage_error(f"--json {target} could not be written: {getattr(exc, 'strerror', None) or exc}")
     say(table(rows))
     if target is not None:
         say(f"wrote {target}")
@@ -443,7 +499,8 @@ def _exit_status(rows: list[Row]) -> int:
     return EXIT_FAILED if any(r.status == FAIL for r in rows) else EXIT_OK
 
 
-def _usage_error(message: str) -> int:
+def usage_error(message: str) -> int:
+    """Print 'torchtrt-swish doctor: error: MESSAGE' on stderr (one line); returns the usage exit code, 2."""
     print(f"torchtrt-swish doctor: error: {message}", file=sys.stderr)
     return EXIT_USAGE
 
@@ -456,7 +513,3 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torchtrt_swish.doctor", description=__doc__.split("\n")[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

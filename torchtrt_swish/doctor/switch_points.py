@@ -63,7 +63,7 @@ def _bias_shape(sample: tuple[int, ...], kind: str) -> tuple[int, ...]:
 
 def plan_of(dtype: str, batch: int, sample: tuple[int, ...], kind: str, sms: int) -> tuple[str, int]:
     """The plan (family, column-sum stages) of x [batch, *sample] with that bias on a GPU of `sms` multiprocessors."""
-    from . import _C
+    from .. import _C
 
     n = batch * math.prod(sample)
     channels, inner = {"scalar": (1, 1), "last": (sample[-1], 1),
@@ -125,8 +125,8 @@ def check_case(case: Case, device: str = "cuda", seed: int = 0, misaligned: bool
     import torch
     import torch.nn.functional as F
 
-    from .dtypes import tolerance
-    from .ops import swish
+    from ..dtypes import tolerance
+    from ..ops import swish
 
     dt = getattr(torch, case.dtype)
     gen = torch.Generator().manual_seed(seed)
