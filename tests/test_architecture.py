@@ -103,7 +103,9 @@ def test_a_probe_process_holds_no_torch(tmp_path):
                           capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
     loaded = results(proc.stdout)[-1]["version"].split()
-    assert loaded == [UPSTREAM, DOCTOR, f"{DOCTOR}.probe"], f"{loaded}: import the others in the check that needs them"
+    # _output: the one-line and output rules, standard library only like the doctor's own modules.
+    assert loaded == [UPSTREAM, f"{UPSTREAM}._output", DOCTOR, f"{DOCTOR}.probe"], \
+        f"{loaded}: import the others in the check that needs them"
 
 
 def test_the_cli_sits_on_top_of_both_packages():

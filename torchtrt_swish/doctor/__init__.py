@@ -33,7 +33,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .probe import CheckFailed, emit, first_line, import_modules, probe_argv, run_child
+from .._output import first_line
+from .probe import CheckFailed, emit, import_modules, probe_argv, run_child
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2  # the CLI's: 1 is "a check failed", 2 a usage error
 PASS, FAIL, SKIPPED = "PASS", "FAIL", "SKIPPED"
@@ -192,7 +193,7 @@ def environment_rows() -> tuple[list[Row], list[Row], dict[str, Any]]:
         import torch
     except Exception as exc:  # noqa: BLE001 - a broken torch is a row like any other
         torch = None
-        rows.append(Row("environment", "torch", FAIL, f"does not import: {first_line(exc)}"))
+        rows.append(Row("environment", "torch", FAIL, f"does not import: {first_line(exc, typed=True)}"))
     else:
         rows.append(Row("environment", "torch", PASS,
                         f"{torch.__version__} (CUDA {torch.version.cuda or 'none: a CPU build'})"))
@@ -305,7 +306,7 @@ def plan_row(budget_s: float = 5.0) -> Row:
     try:
         sms, checked, failures = check_switch_points("cuda", budget_s=budget_s)
     except Exception as exc:  # noqa: BLE001 - a CUDA error, no kernel for this GPU, out of memory: the row says it
-        return Row("op", "CUDA plans", FAIL, f"the switch-point check failed: {first_line(exc)}")
+        return Row("op", "CUDA plans", FAIL, f"the switch-point check failed: {first_line(exc, typed=True)}")
     if failures:
         return Row("op", "CUDA plans", FAIL, f"{len(failures)} of {checked} switch-point shapes wrong on this GPU "
                                              f"({sms} SMs), first: {failures[0]}")
@@ -336,7 +337,7 @@ def route_main(check: str, route: Any) -> int:
         row = Row("engine", check, PASS, route())
     except Exception as exc:  # noqa: BLE001 - every failure is the row's reason
         row = Row("engine", check, FAIL, " ".join(str(exc).split()) if isinstance(exc, CheckFailed)
-                  else first_line(exc))
+                  else first_line(exc, typed=True))
     emit(dataclasses.asdict(row))
     return 0
 

@@ -18,7 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CheckFailed", "RESULT_MARKER", "first_line", "version_of", "emit", "results", "run_child", "import_modules",
+from .._output import first_line
+
+__all__ = ["CheckFailed", "RESULT_MARKER", "version_of", "emit", "results", "run_child", "import_modules",
            "probe_imports", "probe_plugin", "probe_argv", "main"]
 
 RESULT_MARKER = "torchtrt-swish-doctor-result:"
@@ -28,12 +30,6 @@ _MAIN = str(Path(__file__).resolve().with_name("__main__.py"))  # run by path: a
 
 class CheckFailed(Exception):
     """A check ran and found something wrong (its message is the row's reason)."""
-
-
-def first_line(exc: BaseException) -> str:
-    """'Type: first line of the message': how a row names an exception."""
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def version_of(module: Any) -> str:
@@ -98,7 +94,7 @@ def probe_imports(names: tuple[str, ...]) -> None:
         try:
             emit({"name": name, "version": version_of(importlib.import_module(name))})
         except Exception as exc:  # noqa: BLE001 - a broken install raises all sorts of errors at import
-            emit({"name": name, "error": first_line(exc)})
+            emit({"name": name, "error": first_line(exc, typed=True)})
 
 
 def import_modules(names: tuple[str, ...], timeout: float) -> dict[str, dict]:
@@ -162,7 +158,7 @@ def probe_plugin(module_names: tuple[str, ...], path: str) -> dict:
             break
         except Exception as exc:  # noqa: BLE001 - stub or broken wheels raise all sorts of errors at import
             if installed(name):
-                out["import_errors"].append(f"{name}: {first_line(exc)}")
+                out["import_errors"].append(f"{name}: {first_line(exc, typed=True)}")
     if trt is None:
         return out
     out = {"module": trt.__name__, "version": version_of(trt)}
@@ -184,7 +180,7 @@ def probe_plugin(module_names: tuple[str, ...], path: str) -> dict:
             out["created"] = [phase for phase in ("BUILD", "RUNTIME")
                               if mine[0].create_plugin("doctor", fields, getattr(trt.TensorRTPhase, phase))]
     except Exception as exc:  # noqa: BLE001 - reported as the row's reason
-        out["error"] = first_line(exc)
+        out["error"] = first_line(exc, typed=True)
     return out
 
 
