@@ -41,7 +41,10 @@ def main() -> None:
     torch.testing.assert_close(y, ref)
     check(True, f"torchtrt_swish.swish on the CPU matches float64 PyTorch ({tuple(x.shape)}, per-channel bias)")
 
-    lib = torchtrt_swish.plugin_library_path()
+    try:
+        lib = torchtrt_swish.plugin_library_path()
+    except FileNotFoundError as exc:
+        check(False, f"plugin_library_path(): {exc}")
     check(lib.is_file() and lib.resolve().parent == package, f"plugin_library_path() exists in the package ({lib})")
 
     script = prefix / "bin" / "torchtrt-swish"
