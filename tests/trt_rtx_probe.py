@@ -40,8 +40,8 @@ def main(how: str) -> dict:
     bias = onnx.numpy_helper.from_array(np.zeros(4, np.float32), "bias")
     node = helper.make_node(plugin.PLUGIN_NAME, ["x", "bias"], ["y"], domain=plugin.PLUGIN_NAMESPACE,
                             plugin_version=plugin.PLUGIN_VERSION, plugin_namespace=plugin.PLUGIN_NAMESPACE)
-    model = helper.make_model(helper.make_graph([node], "g", [x], [y], [bias]),
-                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(plugin.PLUGIN_NAMESPACE, 1)])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid(plugin.PLUGIN_NAMESPACE, 1)]
+    model = helper.make_model(helper.make_graph([node], "g", [x], [y], [bias]), opset_imports=opsets)
     logger = trt.Logger(trt.Logger.WARNING)
     network = trt.Builder(logger).create_network(0)
     parser = trt.OnnxParser(network, logger)
