@@ -50,7 +50,7 @@ function(_swish_fetch_tensorrt_headers out)
 endfunction()
 
 # The folder holding NvInfer.h, and where it came from: TensorRT_INCLUDE_DIR, TENSORRT_ROOT, system folders, the
-# cached wheel headers, then a download (unless TORCHTRT_SWISH_NO_FETCH=1); empty with the reason otherwise.
+# cached wheel headers, then a download (unless TORCHTRT_SWISH_NO_FETCH is on); empty with the reason otherwise.
 function(swish_tensorrt_headers out_dir out_origin)
   set(dirs "")
   set(origins "")
@@ -77,7 +77,8 @@ function(swish_tensorrt_headers out_dir out_origin)
       return()
     endif()
   endforeach()
-  if(NOT "$ENV{TORCHTRT_SWISH_NO_FETCH}" STREQUAL "1")
+  swish_env_switch(TORCHTRT_SWISH_NO_FETCH no_fetch)
+  if(NOT no_fetch)
     _swish_fetch_tensorrt_headers(ok)
     if(ok)
       set(${out_dir} "${SWISH_TENSORRT_CACHE}" PARENT_SCOPE)

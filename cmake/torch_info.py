@@ -3,7 +3,8 @@
 The one piece of the build that stays in Python: torch's version, paths and GPU are facts of the Python environment.
 * ``python cmake/torch_info.py BUILD_INFO_FILE`` (CMake's configure step) prints ``key=value`` lines for CMake and
   writes ``_build_info.py`` (only when its text changes, so an unchanged rebuild stays a no-op).
-* ``dynamic_metadata`` is the scikit-build-core provider of the ``dependencies`` field: ``torch==X.Y.*``.
+* ``dynamic_metadata`` / ``dynamic_wheel``: the ``[[tool.dynamic-metadata]]`` provider of the ``dependencies`` field,
+  ``torch==X.Y.*`` of the torch that builds, which the sdist therefore declares Dynamic (PEP 643).
 """
 from __future__ import annotations
 
@@ -23,13 +24,18 @@ def _torch_pin():
     return module
 
 
-def dynamic_metadata(field, settings=None, project=None):
+def dynamic_metadata(settings, project):
     """The wheel's requirements: _C runs only under the torch minor version it was built with."""
     import torch
 
-    if field != "dependencies":
-        raise ValueError(f"torch_info provides only 'dependencies', not {field!r}")
-    return [_torch_pin().torch_requirement(torch.__version__), "numpy"]
+    if settings:
+        raise ValueError(f"torch_info takes no settings, got {sorted(settings)}")
+    return {"dependencies": [_torch_pin().torch_requirement(torch.__version__), "numpy"]}
+
+
+def dynamic_wheel(settings):
+    """A wheel built from the sdist pins the torch that builds it, not the one that made the sdist."""
+    return {"dependencies": True}
 
 
 def _visible_gpu_archs(torch) -> str:

@@ -70,6 +70,26 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         raise
 
 
+def _open_closed_std_streams() -> None:
+    """Point stdout / stderr at /dev/null where they were closed at start (`torchtrt-swish ... >&-`, `2>&-`)."""
+    # Python sets sys.stdout / sys.stderr to None then, which argparse's exit and every flush trip over, and the free
+    # descriptor would go to the next file opened, where a library's own writes to fd 1 or 2 would then land.
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            os.fstat(fd)
+            taken = True  # reused since the start: it belongs to whoever opened it
+        except OSError:
+            taken = False
+        null = os.open(os.devnull, os.O_WRONLY)
+        if not taken and null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+            null = fd
+        setattr(sys, name, open(null, "w", closefd=taken, errors="backslashreplace"))
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -106,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code (128 + the signal's number after SIGTERM or SIGHUP, once the
     command has removed what it was writing)."""
+    _open_closed_std_streams()
     try:
         with terminations():
             return _main(argv)

@@ -202,3 +202,63 @@ def test_check_through_a_closed_pipe_keeps_its_exit_code_and_json(model, tmp_pat
     assert proc.returncode == 1, err.decode()
     assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()
     assert '"passed": false' in js.read_text()
+
+
+# ---------------------------------------------------------------------------------------- closed std streams
+
+# What the shell does for `torchtrt-swish ... >&-` (a service manager, nohup variants): Python then starts with
+# sys.stdout (or sys.stderr) None. The exit code must mean what it always means.
+CLOSED = {"stdout": ">&-", "stderr": "2>&-", "both": ">&- 2>&-"}
+EXITS = {"--version": (["--version"], EXIT_OK), "--help": (["--help"], EXIT_OK),
+         "usage error": (["no-such-command"], EXIT_USAGE), "sub-command --help": (["export", "--help"], EXIT_OK)}
+
+
+def _run_closed(args: list[str], closed: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["sh", "-c", f'exec "$@" {CLOSED[closed]}', "sh", str(CONSOLE_SCRIPT), *args],
+                          capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+@pytest.mark.parametrize("closed", list(CLOSED))
+@pytest.mark.parametrize("case", list(EXITS))
+def test_closed_standard_streams_keep_the_exit_code(case, closed, tmp_path):
+    args, want = EXITS[case]
+    proc = _run_closed(args, closed, tmp_path)
+    assert proc.returncode == want, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    if want == EXIT_USAGE and closed == "stdout":
+        assert proc.stderr.startswith("torchtrt-swish"), proc.stderr  # the one-line error still reaches stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def doctor_exit_code(tmp_path_factory) -> int:
+    proc = subprocess.run([str(CONSOLE_SCRIPT), "doctor"], capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path_factory.mktemp("doctor"))
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode
+
+
+@pytest.mark.parametrize("closed", ["stdout", "stderr"])
+def test_the_doctor_with_a_closed_stream_keeps_its_exit_code(closed, doctor_exit_code, tmp_path):
+    proc = _run_closed(["doctor"], closed, tmp_path)
+    assert proc.returncode == doctor_exit_code and "Traceback" not in proc.stderr, proc.stderr + proc.stdout
+
+
+def test_a_command_with_both_streams_closed_still_writes_its_files(model, tmp_path):
+    out, report = tmp_path / "out.onnx", tmp_path / "r.json"
+    proc = _run_closed(["fuse", str(model), "-o", str(out), "--report", str(report)], "both", tmp_path)
+    assert proc.returncode == EXIT_OK
+    assert onnx.load(out).graph.node[0].op_type == "SwishBias" and '"replaced"' in report.read_text()
+
+
+@pytest.mark.parametrize("redirect", [">&-", "<&- >&-"])  # with stdin closed too, /dev/null opens as fd 0
+def test_a_closed_stdout_descriptor_is_not_handed_to_the_next_file(redirect, tmp_path):
+    # Left free, fd 1 would go to the next file opened, and a library's own write to fd 1 would land in that file.
+    target = tmp_path / "data.txt"
+    code = ("import os, sys\nfrom onnx_path import cli\ncli._open_closed_std_streams()\n"
+            "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT)\nos.write(fd, b'data')\n"
+            "os.write(1, b'stray')  # what a C library's printf does\nos.close(fd)\n")
+    proc = subprocess.run(["sh", "-c", f'exec "$@" {redirect}', "sh", sys.executable, "-c", code, str(target)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert target.read_text() == "data"

@@ -39,15 +39,13 @@ def test_failed_extension_load_raises_a_clear_error():
 
 def test_plugin_and_harness_built_when_nvcc_is_present():
     """Where nvcc exists (CI), a missing plugin would turn every harness test into a skip: fail loudly instead."""
-    import os
-
     import torchtrt_swish
-    from tools_native import BUILD, nvcc_available
+    from tools_native import BUILD, build_summary, nvcc_available
 
-    if not nvcc_available() or os.environ.get("TORCHTRT_SWISH_SKIP_PLUGIN") == "1":
+    if not nvcc_available() or build_summary().get("skip_plugin"):
         import pytest
 
-        pytest.skip("no nvcc (or TORCHTRT_SWISH_SKIP_PLUGIN=1): the plugin is legitimately not built")
+        pytest.skip("no nvcc (or TORCHTRT_SWISH_SKIP_PLUGIN on): the plugin is legitimately not built")
     assert torchtrt_swish.plugin_library_path().exists()
     import sysconfig
 

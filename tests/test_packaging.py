@@ -6,12 +6,15 @@ discovery functions of cmake/*.cmake in script mode, and configures of CMakeList
 """
 from __future__ import annotations
 
+import email.parser
+import functools
 import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tomllib
 from pathlib import Path
 
@@ -33,9 +36,10 @@ def _cmake() -> str:
 
 
 def _script(tmp_path: Path, body: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """Run CMake statements in script mode with cmake/notes.cmake and cmake/cuda.cmake loaded, under env."""
+    """Run CMake statements in script mode with cmake/notes.cmake, switches.cmake and cuda.cmake loaded, under env."""
     script = tmp_path / "probe.cmake"
-    script.write_text(f'include("{ROOT}/cmake/notes.cmake")\ninclude("{ROOT}/cmake/cuda.cmake")\n{body}\n')
+    script.write_text(f'include("{ROOT}/cmake/notes.cmake")\ninclude("{ROOT}/cmake/switches.cmake")\n'
+                      f'include("{ROOT}/cmake/cuda.cmake")\n{body}\n')
     clean = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
     return subprocess.run([_cmake(), "-P", str(script)], capture_output=True, text=True, env={**clean, **env},
                           timeout=60)
@@ -103,14 +107,39 @@ def _configure(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProce
     return subprocess.run(cmd, capture_output=True, text=True, env={**clean, **env}, timeout=300)
 
 
-def test_force_cpu_builds_the_cpu_op_even_with_a_cuda_home_without_nvcc(tmp_path):
-    proc = _configure(tmp_path, {"TORCHTRT_SWISH_FORCE_CPU": "1", "CUDA_HOME": str(tmp_path / "no-cuda")})
+@pytest.mark.parametrize("value", ["1", "ON", "true", "yes"])
+def test_force_cpu_builds_the_cpu_op_even_with_a_cuda_home_without_nvcc(tmp_path, value):
+    proc = _configure(tmp_path, {"TORCHTRT_SWISH_FORCE_CPU": value, "CUDA_HOME": str(tmp_path / "no-cuda")})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "[torchtrt_swish build] TORCHTRT_SWISH_FORCE_CPU=1: building the CPU op only" in proc.stderr
+    assert f"[torchtrt_swish build] TORCHTRT_SWISH_FORCE_CPU={value}: building the CPU op only" in proc.stderr
     ninja = (tmp_path / "build" / "build.ninja").read_text()
     assert "swish_op.cpp" in ninja and "swish_cuda.cpp" not in ninja and ".cu.o" not in ninja
     summary = (tmp_path / "build" / "build_summary.json").read_text()
     assert '"cuda": false' in summary and '"plugin": false' in summary, summary
+
+
+def test_force_cpu_off_spelled_out_still_looks_for_cuda(tmp_path):
+    if not _torch_has_cuda():
+        pytest.skip("needs a CUDA build of torch (a CPU torch builds the CPU op without looking for CUDA)")
+    proc = _configure(tmp_path, {"TORCHTRT_SWISH_FORCE_CPU": "false", "CUDA_HOME": str(tmp_path / "no-cuda")})
+    assert proc.returncode != 0 and "has no bin/nvcc" in proc.stderr, proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("switch", ["TORCHTRT_SWISH_FORCE_CPU", "TORCHTRT_SWISH_SKIP_PLUGIN"])
+def test_a_configure_with_a_switch_value_it_does_not_understand_stops_naming_it(tmp_path, switch):
+    proc = _configure(tmp_path, {switch: "enable"})
+    assert proc.returncode != 0
+    assert _bad_switch_line(switch, "enable") in proc.stderr.splitlines(), proc.stderr[-3000:]
+
+
+def test_skip_plugin_spelled_true_builds_no_plugin(tmp_path):
+    if not _torch_has_cuda() or not build_summary().get("cuda"):
+        pytest.skip("needs a CUDA torch and nvcc (without them no plugin is built anyway)")
+    proc = _configure(tmp_path, {"TORCHTRT_SWISH_SKIP_PLUGIN": "true", "TORCHTRT_SWISH_NO_FETCH": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[torchtrt_swish build] TensorRT plugin NOT built: TORCHTRT_SWISH_SKIP_PLUGIN=true" in proc.stderr
+    summary = (tmp_path / "build" / "build_summary.json").read_text()
+    assert '"plugin": false' in summary and '"skip_plugin": true' in summary, summary
 
 
 def _torch_has_cuda() -> bool:
@@ -136,6 +165,50 @@ def test_the_build_compiled_against_a_real_toolkit():
         pytest.skip("the editable build found no CUDA toolkit (needs nvcc and a CUDA torch)")
     root = Path(summary["cuda_root"])
     assert (root / "bin" / "nvcc").is_file() and (root / "include" / "cuda_runtime_api.h").is_file(), root
+
+
+# ----------------------------------------------------------------------------- on/off switches
+
+SWITCH_ON = ["1", "ON", "on", "On", "YES", "yes", "Y", "y", "TRUE", "true", " true "]
+SWITCH_OFF = ["0", "OFF", "off", "NO", "no", "N", "n", "FALSE", "false", "", "  "]
+
+
+def _bad_switch_line(name: str, value: str) -> str:
+    return (f"[torchtrt_swish build] {name}='{value}' is not an on/off value: use 1, ON, YES or TRUE to switch it on, "
+            "0, OFF, NO, FALSE or nothing to leave it off")
+
+
+def test_switches_take_cmakes_and_the_shells_spellings(tmp_path):
+    lines = [f'set(ENV{{TORCHTRT_SWISH_FORCE_CPU}} "{v}")\nswish_env_switch(TORCHTRT_SWISH_FORCE_CPU on)\n'
+             f'message(NOTICE "RESULT {i} ${{on}}")' for i, v in enumerate(SWITCH_ON + SWITCH_OFF)]
+    lines.append('unset(ENV{TORCHTRT_SWISH_FORCE_CPU})\nswish_env_switch(TORCHTRT_SWISH_FORCE_CPU on)\n'
+                 'message(NOTICE "RESULT unset ${on}")')
+    proc = _script(tmp_path, "\n".join(lines), {})
+    assert proc.returncode == 0, proc.stderr
+    got = dict(ln.removeprefix("RESULT ").split(" ") for ln in proc.stderr.splitlines() if ln.startswith("RESULT "))
+    want = {str(i): "ON" for i in range(len(SWITCH_ON))}
+    want |= {str(len(SWITCH_ON) + i): "OFF" for i in range(len(SWITCH_OFF))} | {"unset": "OFF"}
+    assert got == want
+
+
+@pytest.mark.parametrize("value", ["2", "enable", "tru", "yes please", "-1", "nein"])
+def test_a_switch_value_it_does_not_understand_is_one_line_naming_it(tmp_path, value):
+    proc = _script(tmp_path, "swish_env_switch(TORCHTRT_SWISH_SKIP_PLUGIN on)", {"TORCHTRT_SWISH_SKIP_PLUGIN": value})
+    assert proc.returncode != 0
+    assert _bad_switch_line("TORCHTRT_SWISH_SKIP_PLUGIN", value) in proc.stderr.splitlines(), proc.stderr
+
+
+def test_no_fetch_spelled_yes_fetches_no_headers(tmp_path):
+    # Script mode: no project folder, so neither the cached headers nor a system TensorRT are found here.
+    body = (f'include("{ROOT}/cmake/tensorrt.cmake")\nswish_tensorrt_headers(dir origin)\n'
+            'message(NOTICE "RESULT ${dir}|${origin}")')
+    if any(Path(d, "NvInfer.h").is_file() for d in ("/usr/include", "/usr/include/x86_64-linux-gnu",
+                                                     "/usr/include/aarch64-linux-gnu", "/usr/local/TensorRT/include",
+                                                     "/usr/local/tensorrt/include", "/opt/tensorrt/include")):
+        pytest.skip("a system TensorRT is installed: the headers are found before any fetch")
+    proc = _script(tmp_path, body, {"TORCHTRT_SWISH_NO_FETCH": "yes", "TensorRT_INCLUDE_DIR": "", "TENSORRT_ROOT": ""})
+    assert "fetching TensorRT headers" not in proc.stderr, proc.stderr
+    assert _result(proc) == "|no TensorRT headers found (set TENSORRT_ROOT or TensorRT_INCLUDE_DIR)"
 
 
 # ----------------------------------------------------------------------------- the torch pin
@@ -203,6 +276,84 @@ def test_importing_under_another_patch_release_works():
     patch = pin.torch_minor(torch.__version__) + ".99"
     proc = _import_under(patch)
     assert proc.returncode == 0, proc.stderr
+
+
+# ----------------------------------------------------------------------------- the sdist and what is built from it
+
+LICENSE_START = "Apache License\n                           Version 2.0, January 2004"
+
+
+def _metadata(text: str):
+    return email.parser.Parser().parsestr(text, headersonly=True)
+
+
+@functools.lru_cache(maxsize=1)
+def _sdist() -> Path:
+    """The sdist of this tree, built through the backend's PEP 517 hook as any frontend does (cached per session)."""
+    import tempfile
+
+    out = Path(tempfile.mkdtemp(prefix="torchtrt_swish-sdist-"))
+    code = "import sys; from scikit_build_core.build import build_sdist; print(build_sdist(sys.argv[1]))"
+    proc = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out / proc.stdout.strip().splitlines()[-1]
+
+
+def _sdist_member(name: str) -> str:
+    sdist = _sdist()
+    with tarfile.open(sdist) as tar:
+        return tar.extractfile(f"{sdist.name.removesuffix('.tar.gz')}/{name}").read().decode()
+
+
+def test_the_sdist_declares_the_torch_pin_dynamic():
+    # Its wheels pin the torch that builds them (torch==X.Y.*), whatever torch made the sdist: PEP 643 tools must
+    # not take the sdist's Requires-Dist for theirs.
+    meta = _metadata(_sdist_member("PKG-INFO"))
+    assert "Requires-Dist" in (meta.get_all("Dynamic") or []), meta.items()
+    assert float(meta["Metadata-Version"]) >= 2.2
+
+
+def test_the_sdist_and_its_metadata_carry_the_license():
+    meta = _metadata(_sdist_member("PKG-INFO"))
+    assert meta["License-Expression"] == "Apache-2.0" and meta.get_all("License-File") == ["LICENSE"]
+    text = _sdist_member("LICENSE")
+    assert text == (ROOT / "LICENSE").read_text() and text.lstrip().startswith(LICENSE_START)
+
+
+def _wheel_metadata_from_sdist(tmp_path: Path, torch_version: str | None) -> email.message.Message:
+    """METADATA of a wheel built from the unpacked sdist (the backend's prepare_metadata_for_build_wheel, which
+    pip calls before building), under this torch or with torch reporting torch_version."""
+    with tarfile.open(_sdist()) as tar:
+        tar.extractall(tmp_path, filter="data")
+    src = next(tmp_path.iterdir())
+    patch = "" if torch_version is None else f"import torch; torch.__version__ = {torch_version!r}; "
+    code = (patch + "import sys; from scikit_build_core.build import prepare_metadata_for_build_wheel; "
+            "print(prepare_metadata_for_build_wheel(sys.argv[1]))")
+    out = tmp_path / "meta"
+    out.mkdir()
+    proc = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, cwd=src,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return _metadata((out / proc.stdout.strip().splitlines()[-1] / "METADATA").read_text())
+
+
+@pytest.mark.parametrize("torch_version", [None, "2.13.0"], ids=["this torch", "torch 2.13"])
+def test_a_wheel_built_from_the_sdist_pins_the_torch_that_builds_it(tmp_path, torch_version):
+    import torch
+
+    meta = _wheel_metadata_from_sdist(tmp_path, torch_version)
+    base = [r for r in meta.get_all("Requires-Dist") if "extra ==" not in r]
+    assert base == [pin.torch_requirement(torch_version or torch.__version__), "numpy"], base
+    assert meta.get_all("Dynamic") is None  # only an sdist may leave a field open
+    assert meta.get_all("License-File") == ["LICENSE"]
+
+
+def test_the_installed_package_names_its_license_file():
+    import importlib.metadata
+
+    dist = importlib.metadata.distribution("torchtrt_swish")
+    assert dist.metadata.get_all("License-File") == ["LICENSE"], dist.metadata.items()
 
 
 # ----------------------------------------------------------------------------- incremental builds

@@ -71,9 +71,12 @@ def _runtime(version: str) -> Path:
 
 
 @functools.lru_cache(maxsize=None)
-def _probe(version: str, steps: tuple[str, ...], logger: bool = False) -> tuple[dict, str]:
+def _probe(version: str, steps: tuple[str, ...], logger: bool = False,
+           no_auto_register: str | None = None) -> tuple[dict, str]:
     env = dict(os.environ, PYTHONPATH=str(trt_lean.runtime_dir(version)))
     env.pop("TORCHTRT_SWISH_NO_AUTO_REGISTER", None)
+    if no_auto_register is not None:
+        env["TORCHTRT_SWISH_NO_AUTO_REGISTER"] = no_auto_register
     argv = [sys.executable, str(PROBE), ",".join(steps)] + (["--logger"] if logger else [])
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, f"probe {steps} on TensorRT {version} exited {proc.returncode}:\n{proc.stderr}"
@@ -185,6 +188,14 @@ def test_load_plugin_errors_name_the_library_and_the_reason(version):
     assert not_a_plugin["path"] in not_a_plugin["error"] and "refused to load" in not_a_plugin["error"]
     assert 'SwishBias (version "1", namespace "torchtrt_swish")' in not_a_plugin["error"]
     assert loaded["returned"] == IDENTITY and again["handle"] is False
+
+
+@pytest.mark.parametrize("value,registers", [("", True), ("0", True), ("1", False), ("yes", False)])
+def test_no_auto_register_switches_off_only_the_dlopen_registration(version, value, registers):
+    # Unset is every other case here; empty and 0 mean "register", as the doctor reads them (doctor.py).
+    cdll, load = _probe(version, ("cdll", "load_library"), no_auto_register=value)[0]["steps"]
+    assert cdll["count"] == (1 if registers else 0), value
+    assert load == {"step": "load_library", "handle": True, "count": 1}  # loadLibrary registers either way
 
 
 def test_every_pinned_major_is_covered():

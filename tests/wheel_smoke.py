@@ -2,7 +2,8 @@
 
 Checks what a user of the wheel without extras meets first: the package comes from the venv (not a source checkout),
 the op on the CPU against a float64 PyTorch reference, the plugin library inside the package, the console script's
---help and --version, and the torch pin in the wheel's metadata. Exits 1 with the failed check's line; prints one line per passed check.
+--help and --version, the torch pin in the wheel's metadata and its license. Exits 1 with the failed check's line;
+prints one line per passed check.
 """
 from __future__ import annotations
 
@@ -40,7 +41,10 @@ def main() -> None:
     torch.testing.assert_close(y, ref)
     check(True, f"torchtrt_swish.swish on the CPU matches float64 PyTorch ({tuple(x.shape)}, per-channel bias)")
 
-    lib = torchtrt_swish.plugin_library_path()
+    try:
+        lib = torchtrt_swish.plugin_library_path()
+    except FileNotFoundError as exc:
+        check(False, f"plugin_library_path(): {exc}")
     check(lib.is_file() and lib.resolve().parent == package, f"plugin_library_path() exists in the package ({lib})")
 
     script = prefix / "bin" / "torchtrt-swish"
@@ -57,6 +61,12 @@ def main() -> None:
     check(want in base, f"the wheel requires {want} (Requires-Dist without extras: {', '.join(base)})")
     check(_build_info.TORCH_VERSION == torch.__version__,
           f"built with the torch that runs it ({_build_info.TORCH_VERSION})")
+    dist = importlib.metadata.distribution("torchtrt_swish")
+    check(dist.metadata.get_all("Dynamic") is None, "the wheel's metadata leaves no field Dynamic (only an sdist may)")
+    names = dist.metadata.get_all("License-File") or []
+    text = dist.read_text("licenses/LICENSE") or ""
+    check(names == ["LICENSE"] and "Apache License" in text and "Version 2.0, January 2004" in text,
+          f"the wheel ships its license (License-File {names}, dist-info/licenses/LICENSE of {len(text)} characters)")
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@
 // hook) before calling getCreators. So getCreators first withdraws the hook's own registration: whoever calls it
 // takes over registering, and the creator is registered exactly once either way.
 // The registry and the logger are reached through the layout of the TensorRT major that owns them, told from its
-// getInferLibVersion(): 10 (the headers this library is built against) or 11 (trt11_abi.h). Any other major is
-// refused with a logged reason rather than called through a layout it may not have.
+// getInferLibVersion(): 10 (the headers this library is built against) or 11 (trt11_abi.h). Any other (TensorRT-RTX
+// 1.x, a future 12) gets no creator on either way in, and one line saying why: TensorRT-RTX 1.7 aborts the process
+// right after createPlugin of a plugin it loaded, so its parser must rather not find one.
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -120,17 +121,12 @@ void registerWithLoadedTensorRT() noexcept
             return; // no TensorRT in this process yet: loadLibrary / getCreators is the way in
         }
         int32_t const version = tensorRTVersionAt(sym);
-        int32_t const major = version < 0 ? -1 : version / 10000;
-        if (!knownMajor(major))
+        // Calling into a registry whose layout is unknown would reach arbitrary functions.
+        if (version < 0 || !registersWith(version, sym, "load"))
         {
-            // Calling into a registry whose layout is unknown would reach arbitrary functions.
-            logMessage(Severity::kWARNING, "load",
-                "not registering: the loaded TensorRT is version "
-                    + (version < 0 ? std::string("unknown") : std::to_string(version))
-                    + "; this library knows the plugin registry layouts of TensorRT 10 and 11 only (load it with "
-                      "IPluginRegistry::loadLibrary instead)");
             return;
         }
+        int32_t const major = version / 10000;
         void* registry = reinterpret_cast<GetRegistryFn>(sym)();
         if (registry == nullptr)
         {
@@ -170,9 +166,19 @@ TORCHTRT_SWISH_EXPORT void setLoggerFinder(nvinfer1::ILoggerFinder* finder) noex
 TORCHTRT_SWISH_EXPORT nvinfer1::IPluginCreatorInterface* const* getCreators(int32_t& nbCreators) noexcept
 {
     using namespace torchtrt_swish::plugin;
+    nbCreators = 0;
     try
     {
         static nvinfer1::IPluginCreatorInterface* const creators[] = {&creatorInstance()};
+        // The caller is the TensorRT loading the library (IPluginRegistry::loadLibrary); where it cannot be told, the
+        // one that handed over its logger finder just before.
+        void const* caller = __builtin_return_address(0);
+        int32_t const callerVersion = tensorRTVersionAt(caller);
+        int32_t const version = callerVersion >= 0 ? callerVersion : loggerFinderVersion();
+        if (!registersWith(version, callerVersion >= 0 ? caller : nullptr, "getCreators"))
+        {
+            return creators;
+        }
         if (void* registry = gSelfRegistry.exchange(nullptr))
         {
             // Hand registration over to the caller (see the top of this file).
@@ -192,6 +198,5 @@ TORCHTRT_SWISH_EXPORT nvinfer1::IPluginCreatorInterface* const* getCreators(int3
     {
         logCurrentException("getCreators");
     }
-    nbCreators = 0;
     return nullptr;
 }

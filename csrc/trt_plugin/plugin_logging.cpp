@@ -20,9 +20,15 @@ std::mutex gFinderMutex;
 void* gLoggerFinder{nullptr};
 int32_t gFinderMajor{-1};
 
-// Runtime libraries that export getPluginRegistry/getLogger, per major version this library knows the layout of.
+int32_t gFinderVersion{-1};
+
+// The TensorRT version whose refusal was last logged: one line per process, however many entry points refuse it.
+std::atomic<int32_t> gRefusedVersion{-1};
+
+// Runtime libraries that export getPluginRegistry/getLogger: those of the majors this library knows the layouts of,
+// and TensorRT-RTX's, found only to be told apart (its version is checked before anything of it is called).
 constexpr char const* kTRT_LIBRARIES[] = {"libnvinfer.so.10", "libnvinfer_lean.so.10", "libnvinfer_dispatch.so.10",
-    "libnvinfer.so.11", "libnvinfer_lean.so.11", "libnvinfer_dispatch.so.11"};
+    "libnvinfer.so.11", "libnvinfer_lean.so.11", "libnvinfer_dispatch.so.11", "libtensorrt_rtx.so.1"};
 
 using GetLoggerFn = void* (*) ();
 using GetVersionFn = int32_t (*)();
@@ -48,23 +54,24 @@ void toStderr(Severity severity, std::string const& line) noexcept
     }
 }
 
-std::string versionString(int32_t version)
+//! The file name (without its folder) of the loaded library containing `address`, or nullptr.
+char const* libraryFileName(void const* address) noexcept
 {
-    return version < 0 ? std::string("of unknown version") : std::to_string(version);
+    Dl_info info{};
+    if (address == nullptr || dladdr(address, &info) == 0 || info.dli_fname == nullptr)
+    {
+        return nullptr;
+    }
+    char const* base = std::strrchr(info.dli_fname, '/');
+    return base != nullptr ? base + 1 : info.dli_fname;
 }
 
 //! True when sym lives in a TensorRT library: a process-wide lookup of a generic name such as getLogger could
 //! otherwise find some other library's function and call it with the wrong signature.
 bool fromTensorRT(void* sym) noexcept
 {
-    Dl_info info{};
-    if (dladdr(sym, &info) == 0 || info.dli_fname == nullptr)
-    {
-        return false;
-    }
-    char const* base = std::strrchr(info.dli_fname, '/');
-    base = base != nullptr ? base + 1 : info.dli_fname;
-    return std::strstr(base, "nvinfer") != nullptr;
+    char const* base = libraryFileName(sym);
+    return base != nullptr && (std::strstr(base, "nvinfer") != nullptr || std::strstr(base, "tensorrt_rtx") != nullptr);
 }
 
 //! The finder's logger viewed through the layout of the finder's major.
@@ -118,16 +125,42 @@ void setLoggerFinder(void* finder) noexcept
         version = tensorRTVersionAt(*static_cast<void* const*>(finder));
         major = version < 0 ? -1 : version / 10000;
     }
-    if (finder != nullptr && !knownMajor(major))
-    {
-        toStderr(Severity::kWARNING,
-            "SwishBias: setLoggerFinder: not using the logger finder of TensorRT " + versionString(version)
-                + ": this library knows the logger layouts of TensorRT 10 and 11 only");
-        finder = nullptr;
-    }
     std::lock_guard<std::mutex> const lock(gFinderMutex);
-    gLoggerFinder = finder;
+    gLoggerFinder = knownMajor(major) ? finder : nullptr;
     gFinderMajor = major;
+    gFinderVersion = version;
+}
+
+int32_t loggerFinderVersion() noexcept
+{
+    std::lock_guard<std::mutex> const lock(gFinderMutex);
+    return gFinderVersion;
+}
+
+bool registersWith(int32_t version, void const* address, char const* where) noexcept
+{
+    if (version < 0 || knownMajor(version / 10000))
+    {
+        return true;
+    }
+    if (gRefusedVersion.exchange(version) != version)
+    {
+        try
+        {
+            char const* file = libraryFileName(address);
+            // Through stderr only: the loggers of that TensorRT have layouts this library does not know either.
+            toStderr(Severity::kWARNING,
+                std::string("SwishBias: ") + where + ": not registering with the TensorRT of version "
+                    + std::to_string(version) + (file != nullptr ? std::string(" (") + file + ")" : std::string())
+                    + ": this library knows the plugin and logger layouts of TensorRT 10 and 11 only; TensorRT-RTX "
+                      "and other majors are not supported");
+        }
+        catch (...)
+        {
+            // Out of memory while formatting: refusing is what matters.
+        }
+    }
+    return false;
 }
 
 void* findTensorRTSymbol(char const* name) noexcept

@@ -23,9 +23,17 @@ constexpr int32_t kMAJOR_11 = 11;
 //! Whether this library can call into objects of TensorRT `major`.
 bool knownMajor(int32_t major) noexcept;
 
-//! getInferLibVersion() (e.g. 110400 for 11.4.0) of the loaded library that contains `address` (an exported
-//! function, or an object's vtable); -1 when it cannot be told.
+//! getInferLibVersion() (e.g. 110400 for 11.4.0, 10701 for TensorRT-RTX 1.7.1) of the loaded library that contains
+//! `address` (an exported function, a return address, or an object's vtable); -1 when it cannot be told.
 int32_t tensorRTVersionAt(void const* address) noexcept;
+
+//! Whether the library may register with (and call into) the TensorRT of `version` found at `address`: yes for
+//! majors 10 and 11, and for -1 (no TensorRT to tell, e.g. a host calling getCreators itself). Any other (TensorRT-RTX
+//! 1.x, a future 12) is refused with one warning line naming it, once per process and version.
+bool registersWith(int32_t version, void const* address, char const* where) noexcept;
+
+//! The version of the TensorRT whose finder setLoggerFinder was last handed (also one it refused to use); -1 if none.
+int32_t loggerFinderVersion() noexcept;
 
 //! A logger together with the TensorRT major whose ILogger layout it follows.
 struct LoggerRef
@@ -36,7 +44,7 @@ struct LoggerRef
 
 //! Store the finder TensorRT passes to setLoggerFinder (nullptr clears it). Its layout, and that of the loggers it
 //! returns, is the one of the TensorRT that implements it, told from the library holding its vtable. A finder of
-//! an unknown major is not used (logged to stderr). Thread-safe.
+//! an unknown major is not used (getCreators, which loadLibrary calls next, says why). Thread-safe.
 void setLoggerFinder(void* finder) noexcept;
 
 //! The logger to use right now: the finder's logger, else TensorRT's global getLogger(), else none.
