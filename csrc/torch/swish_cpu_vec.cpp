@@ -13,6 +13,7 @@
 #include <c10/util/Half.h>
 #include <c10/util/bit_cast.h>
 
+#include <array>
 #include <type_traits>
 
 #include "kernels/swish_cpu.h"
@@ -256,48 +257,158 @@ inline Acc laneTotal(Acc const (&lane)[8])
     return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
-// dx and the sum of g go over a run in blocks of this many elements (a multiple of 8, so each block starts on lane
-// 0), the sum right after the block's dx while its g is in L1: one pass over g from memory.
-constexpr int64_t kFUSED_BLOCK = 2048;
+using VD = Vectorized<double>;
+// Double lanes holding the eight position lanes of addLanes (one vector on AVX512, two of four elsewhere).
+constexpr int kLANE_VECS = 8 / VD::size();
+static_assert(VF::size() == 2 * VD::size(), "a float vector widens to two double vectors");
+
+//! The two halves of a float vector, widened to double.
+inline std::array<VD, 2> widen(VF const& v)
+{
+#if defined(CPU_CAPABILITY_AVX512)
+    return {_mm512_cvtps_pd(_mm512_castps512_ps256(v)),
+        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))};
+#elif defined(CPU_CAPABILITY_AVX2)
+    return {_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))};
+#else
+    std::array<VD, 2> out;
+    for (int i = 0; i < VD::size(); ++i)
+    {
+        out[0][i] = v[i];
+        out[1][i] = v[i + VD::size()];
+    }
+    return out;
+#endif
+}
+
+//! dx = swishGrad(g, x) over [0, len), each loaded vector of g (as fp32) handed to sumVec(k, gf); returns where the
+//! whole vectors end (the caller sums the rest of g itself).
+template <typename T, typename SumVec>
+int64_t gradRunSum(T const* g, T const* x, T* dx, int64_t len, SumVec&& sumVec)
+{
+    using V = Vectorized<T>;
+    constexpr int64_t kW = V::size();
+    int64_t k = 0;
+    for (; k + kW <= len; k += kW)
+    {
+        V const gv = V::loadu(g + k);
+        V const xv = V::loadu(x + k);
+        if constexpr (std::is_same_v<T, float>)
+        {
+            swishGrad(gv, xv).store(dx + k);
+            sumVec(k, gv);
+        }
+        else
+        {
+            auto const [g0, g1] = at::vec::convert_to_float<T>(gv);
+            auto const [x0, x1] = at::vec::convert_to_float<T>(xv);
+            at::vec::convert_from_float<T>(swishGrad(g0, x0), swishGrad(g1, x1)).store(dx + k);
+            sumVec(k, g0);
+            sumVec(k + VF::size(), g1);
+        }
+    }
+    gradRun(g + k, x + k, dx + k, len - k);
+    return k;
+}
+
+//! dx over [0, len) and lane[k % 8] += g[k] in order (as addLanes(lane, g, len) does, the same bits).
+template <typename T>
+void gradRunLaneSum(T const* g, T const* x, T* dx, int64_t len, double (&lane)[8])
+{
+    if constexpr (std::is_same_v<T, double>)
+    {
+        gradRun(g, x, dx, len);
+        addLanes(lane, g, len);
+    }
+    else
+    {
+        VD acc[kLANE_VECS];
+        for (int v = 0; v < kLANE_VECS; ++v)
+        {
+            acc[v] = VD::loadu(lane + v * VD::size());
+        }
+        // A float vector starts on a multiple of 8 elements: its halves are lane vectors 0 and 1 % kLANE_VECS.
+        int64_t const whole = gradRunSum(g, x, dx, len, [&](int64_t, VF const& gf) {
+            auto const [lo, hi] = widen(gf);
+            acc[0] = acc[0] + lo;
+            acc[1 % kLANE_VECS] = acc[1 % kLANE_VECS] + hi;
+        });
+        for (int v = 0; v < kLANE_VECS; ++v)
+        {
+            acc[v].store(lane + v * VD::size());
+        }
+        for (int64_t k = whole; k < len; ++k)
+        {
+            lane[k % 8] += static_cast<double>(g[k]);
+        }
+    }
+}
+
+//! dx over [0, len) and acc[k] += g[k] for each k.
+template <typename T>
+void gradRunAccumulate(T const* g, T const* x, T* dx, int64_t len, double* acc)
+{
+    int64_t whole = 0;
+    if constexpr (std::is_same_v<T, double>)
+    {
+        gradRun(g, x, dx, len);
+    }
+    else
+    {
+        whole = gradRunSum(g, x, dx, len, [&](int64_t k, VF const& gf) {
+            auto const [lo, hi] = widen(gf);
+            (VD::loadu(acc + k) + lo).store(acc + k);
+            (VD::loadu(acc + k + VD::size()) + hi).store(acc + k + VD::size());
+        });
+    }
+    for (int64_t k = whole; k < len; ++k)
+    {
+        acc[k] += static_cast<double>(g[k]);
+    }
+}
 
 //! Task t of the plan: partial[row * channels + c] for the channels of its tile (cpu::biasGradTaskRange); with dx,
-//! also dx = swishGrad(g, x) for the task's elements (the same elements, each once over the plan's tasks).
-template <typename T, typename Acc, bool kWithDx>
-void biasGradTask(T const* g, T const* x, T* dx, cpu::BiasGradPlan const& p, int64_t t, Acc* partial)
+//! also dx = swishGrad(g, x) for the task's elements (the same elements, each once over the plan's tasks), g summed
+//! from the vectors the gradient loaded: one pass over g.
+template <typename T, bool kWithDx>
+void biasGradTask(T const* g, T const* x, T* dx, cpu::BiasGradPlan const& p, int64_t t, double* partial)
 {
     cpu::BiasGradTaskRange const r = cpu::biasGradTaskRange(p, t);
-    Acc* acc = partial + r.row * p.channels;
+    double* acc = partial + r.row * p.channels;
     for (int64_t c = r.c0; c < r.c1; ++c)
     {
-        acc[c] = Acc(0);
+        acc[c] = 0.0;
     }
     for (int64_t o = r.o0; o < r.o1; ++o)
     {
         int64_t const row = o * p.channels * p.inner;
         if (p.inner == 1)
         {
+            int64_t const at = row + r.c0;
             if constexpr (kWithDx)
             {
-                gradRun(g + row + r.c0, x + row + r.c0, dx + row + r.c0, r.c1 - r.c0);
+                gradRunAccumulate(g + at, x + at, dx + at, r.c1 - r.c0, acc + r.c0);
             }
-            for (int64_t c = r.c0; c < r.c1; ++c)
+            else
             {
-                acc[c] += static_cast<Acc>(g[row + c]);
+                for (int64_t c = r.c0; c < r.c1; ++c)
+                {
+                    acc[c] += static_cast<double>(g[row + c]);
+                }
             }
             continue;
         }
         for (int64_t c = r.c0; c < r.c1; ++c)
         {
             int64_t const at = row + c * p.inner + r.k0;
-            Acc lane[8] = {};
-            for (int64_t k = 0; k < r.len; k += kFUSED_BLOCK)
+            double lane[8] = {};
+            if constexpr (kWithDx)
             {
-                int64_t const len = std::min(kFUSED_BLOCK, r.len - k);
-                if constexpr (kWithDx)
-                {
-                    gradRun(g + at + k, x + at + k, dx + at + k, len);
-                }
-                addLanes(lane, g + at + k, len);
+                gradRunLaneSum(g + at, x + at, dx + at, r.len, lane);
+            }
+            else
+            {
+                addLanes(lane, g + at, r.len);
             }
             acc[c] += laneTotal(lane);
         }
@@ -310,7 +421,7 @@ void biasGradTyped(
 {
     for (int64_t t = begin; t < end; ++t)
     {
-        biasGradTask<T, double, kWithDx>(
+        biasGradTask<T, kWithDx>(
             static_cast<T const*>(gv), static_cast<T const*>(xv), static_cast<T*>(dxv), plan, t, partial);
     }
 }
