@@ -260,7 +260,7 @@ inline Acc laneTotal(Acc const (&lane)[8])
 using VD = Vectorized<double>;
 // Double lanes holding the eight position lanes of addLanes (one vector on AVX512, two of four elsewhere).
 constexpr int kLANE_VECS = 8 / VD::size();
-static_assert(VF::size() == 2 * VD::size(), "a float vector widens to two double vectors");
+static_assert(VF::size() == 2 * VD::size() && 8 % VD::size() == 0, "a float vector widens to two lane vectors");
 
 //! The two halves of a float vector, widened to double.
 inline std::array<VD, 2> widen(VF const& v)
@@ -327,11 +327,12 @@ void gradRunLaneSum(T const* g, T const* x, T* dx, int64_t len, double (&lane)[8
         {
             acc[v] = VD::loadu(lane + v * VD::size());
         }
-        // A float vector starts on a multiple of 8 elements: its halves are lane vectors 0 and 1 % kLANE_VECS.
-        int64_t const whole = gradRunSum(g, x, dx, len, [&](int64_t, VF const& gf) {
+        // The half starting at element k feeds the lanes k % 8 onwards: lane vector (k / VD::size()) % kLANE_VECS.
+        int64_t const whole = gradRunSum(g, x, dx, len, [&](int64_t k, VF const& gf) {
             auto const [lo, hi] = widen(gf);
-            acc[0] = acc[0] + lo;
-            acc[1 % kLANE_VECS] = acc[1 % kLANE_VECS] + hi;
+            int64_t const v = (k / VD::size()) % kLANE_VECS;
+            acc[v] = acc[v] + lo;
+            acc[(v + 1) % kLANE_VECS] = acc[(v + 1) % kLANE_VECS] + hi;
         });
         for (int v = 0; v < kLANE_VECS; ++v)
         {
