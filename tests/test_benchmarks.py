@@ -222,3 +222,22 @@ def test_op_left_in_inductor_code_is_found(inductor_without_our_decompositions):
     row.update(network="transformer", dtype="fp32", mode="compile", task="inference")
     assert row["ours_graphs"] == 1 and row["ours_opaque_in_code"] == swaps, row
     assert any("left in ours's compiled code" in p for p in bench_networks.row_problems(row, swaps))
+
+
+def test_bench_cpu_anchor_is_onnx_runtimes_fused_kernel(tmp_path):
+    """The CPU table's anchor: ONNX Runtime's optimizer still turns Mul(x, Sigmoid(x)) into one QuickGelu node (MLAS);
+    bench_cpu.py marks the ORT target FAIL where it does not."""
+    pytest.importorskip("onnxruntime", reason="needs onnxruntime (the onnx extra)")
+    from benchmarks import bench_cpu
+
+    _, ops = bench_cpu.ort_session(1, tmp_path)
+    assert ops == ["com.microsoft.QuickGelu"]
+
+
+@pytest.mark.parametrize("argv", [["--rounds", "0"], ["--threads", "0"], ["--cases", "nope"]])
+def test_bench_cpu_rejects_bad_arguments(argv, capsys):
+    """Exit 2 with one line on stderr, before any timing."""
+    from benchmarks import bench_cpu
+
+    assert bench_cpu.main(argv) == 2
+    assert capsys.readouterr().err.startswith("bench_cpu: ")

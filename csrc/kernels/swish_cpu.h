@@ -2,8 +2,8 @@
 // thread-count-independent plan, task ranges and fixed-order combine of the bias gradient. Header-only, no torch; the
 // per-instruction-set summing loops live in csrc/torch/swish_cpu_vec.cpp.
 //
-// The elementwise math itself (x / (1 + exp(-x)) + b and its gradient, vectorized) lives on the torch side in
-// csrc/torch/swish_cpu_vec.cpp: it is written with ATen's at::vec (the SLEEF exp and the fp16/bf16 conversions
+// The elementwise math itself (x * sigmoid(x) + b and its gradient, vectorized) lives on the torch side in
+// csrc/torch/swish_cpu_vec.cpp: it is written with ATen's at::vec (its vector types and the fp16/bf16 conversions
 // ATen's own activations use), which this directory must not include.
 #pragma once
 

@@ -1,17 +1,19 @@
-// The CPU op's elementwise kernels with ATen's at::vec, the way ATen writes its own activations (silu's
-// x / (1 + exp(-x)) and silu_backward's formula, SLEEF's exp, fp16/bf16 widened to fp32 and narrowed once).
+// The CPU op's elementwise kernels with ATen's at::vec: fp32 (and fp16/bf16, widened to fp32 and narrowed once) through
+// the sigmoid below, fp64 through PyTorch's own silu formulas (x / (1 + exp(-x)), SLEEF's exp) for gradcheck.
 //
 // CMakeLists.txt compiles this file once per instruction set, with -DCPU_CAPABILITY=<name> and that set's -m flags.
 // Everything defined here is in a namespace of that name or has internal linkage, so the copies never collide
 // (inline functions of the included headers are shared: CMakeLists.txt links the baseline objects first, so the kept
-// copy runs on any CPU). Every copy is built with -ffp-contract=off: the formula is evaluated as written, never
-// fused into an FMA in one loop and not in another, so a full vector and a tail give the same bits.
+// copy runs on any CPU). Every copy is built with -ffp-contract=off: the formulas are evaluated as written (FMAs only
+// where at::vec::fmadd asks for one), so a full vector and a tail give the same bits.
 #include <ATen/Dispatch.h>
 #include <ATen/cpu/vec/functional.h> // the fp16/bf16 <-> fp32 conversions (convert_to_float, convert_from_float)
 #include <ATen/cpu/vec/vec.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
+#include <c10/util/bit_cast.h>
 
+#include <array>
 #include <type_traits>
 
 #include "kernels/swish_cpu.h"
@@ -27,18 +29,124 @@ namespace CPU_CAPABILITY {
 namespace {
 
 using at::vec::Vectorized;
+using VF = Vectorized<float>;
 
-//! PyTorch's silu formula, so special values match F.silu exactly (silu(-inf) is NaN), plus the bias.
-template <typename V>
-inline V swishBias(V const& x, V const& b)
+// exp(r) = 2^n exp(r'), r' = r - n ln2 in [-ln2/2, ln2/2]: ln2 in two parts (Cody-Waite), the first short enough that
+// n * kLN2_HI is exact for every n the kernels reach (|n| <= 2^8).
+constexpr float kLOG2E = 0x1.715476p+0f;
+constexpr float kLN2_HI = 0x1.62e4p-1f;
+constexpr float kLN2_LO = 0x1.7f7d1cp-20f;
+constexpr float kROUND = 0x1.8p23f;
+// exp(r') ~ 1 + r' + c2 r'^2 + ... + c6 r'^6: minimax for the relative error on [-ln2/2, ln2/2] (3.8e-9 with these
+// fp32 coefficients, 0.03 of an fp32 ulp: the error left is the arithmetic's rounding).
+constexpr float kEXP_C2 = 0x1.fffffcp-2f;
+constexpr float kEXP_C3 = 0x1.555492p-3f;
+constexpr float kEXP_C4 = 0x1.5558f2p-5f;
+constexpr float kEXP_C5 = 0x1.1239d4p-7f;
+constexpr float kEXP_C6 = 0x1.6a244cp-10f;
+// The largest |x| whose exp(|x|) is finite in fp32: past it F.silu's exp(-x) is inf and its sigmoid exactly 0.
+constexpr float kFLUSH = 0x1.62e42ep+6f;
+
+//! a where x's sign bit is clear, b where it is set (-0 and sign-set NaNs included).
+inline VF bySign(VF const& x, VF const& a, VF const& b)
 {
-    return x / (V(1) + x.neg().exp()) + b;
+#if defined(CPU_CAPABILITY_AVX512)
+    return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(x)), a, b);
+#elif defined(CPU_CAPABILITY_AVX2)
+    return _mm256_blendv_ps(a, b, x);
+#else
+    // Bit masks rather than a branch per lane: random signs would mispredict half the time.
+    VF out;
+    for (int i = 0; i < VF::size(); ++i)
+    {
+        int32_t const m = c10::bit_cast<int32_t>(x[i]) >> 31;
+        out[i] = c10::bit_cast<float>((c10::bit_cast<int32_t>(a[i]) & ~m) | (c10::bit_cast<int32_t>(b[i]) & m));
+    }
+    return out;
+#endif
 }
 
-//! PyTorch's silu_backward formula: g * s * (1 + x * (1 - s)).
-template <typename V>
-inline V swishGrad(V const& g, V const& x)
+//! p * s where a >= bound, +0 elsewhere (NaN a included).
+inline VF mulWhereAtLeast(VF const& p, VF const& s, VF const& a, VF const& bound)
 {
+#if defined(CPU_CAPABILITY_AVX512)
+    return _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(a, bound, _CMP_GE_OQ), p, s);
+#elif defined(CPU_CAPABILITY_AVX2)
+    return _mm256_and_ps(_mm256_mul_ps(p, s), _mm256_cmp_ps(a, bound, _CMP_GE_OQ));
+#else
+    VF out;
+    for (int i = 0; i < VF::size(); ++i)
+    {
+        int32_t const keep = -static_cast<int32_t>(a[i] >= bound[i]); // a mask, not a branch (see bySign)
+        out[i] = c10::bit_cast<float>(c10::bit_cast<int32_t>(p[i] * s[i]) & keep);
+    }
+    return out;
+#endif
+}
+
+//! u4 = 4 exp(-|x|) and rd = 1 / (1 + exp(-|x|)): sigmoid(x) is rd for x >= 0 and exp(-|x|) rd for x < 0, so no exp
+//! overflows and the divisor stays in [1, 2]. The factor 4 keeps u4 normal down to |x| = kFLUSH (exp(-kFLUSH) is
+//! subnormal). Past kFLUSH, and for NaN, u4 is 0: the sigmoid F.silu computes there is exactly 0 (x < 0) or 1.
+struct SigmoidParts
+{
+    VF u4;
+    VF rd;
+};
+
+C10_ALWAYS_INLINE SigmoidParts sigmoidParts(VF const& x)
+{
+    VF const a = x | VF(-0.0f); // -|x|
+    // n = round(a log2(e)): adding 1.5 * 2^23 leaves no fraction bits (a vector round, also in the baseline copy).
+    VF const n = at::vec::fmadd(a, VF(kLOG2E), VF(kROUND)) - VF(kROUND);
+    VF r = at::vec::fmadd(n, VF(-kLN2_HI), a);
+    r = at::vec::fmadd(n, VF(-kLN2_LO), r);
+    VF p = at::vec::fmadd(VF(kEXP_C6), r, VF(kEXP_C5));
+    p = at::vec::fmadd(p, r, VF(kEXP_C4));
+    p = at::vec::fmadd(p, r, VF(kEXP_C3));
+    p = at::vec::fmadd(p, r, VF(kEXP_C2));
+    p = at::vec::fmadd(p, r, VF(1.0f));
+    p = at::vec::fmadd(p, r, VF(1.0f));
+    // 2^(n + 2) from its exponent bits, (n + 2 + 127) << 23, computed exactly in fp32 and converted (n >= -128).
+    VF const scale = at::vec::cast<float>(
+        at::vec::convert_to_int_of_same_size(at::vec::fmadd(n, VF(0x1p23f), VF(129.0f * 0x1p23f))));
+    VF const u4 = mulWhereAtLeast(p, scale, a, VF(-kFLUSH));
+    return {u4, VF(1.0f) / at::vec::fmadd(u4, VF(0.25f), VF(1.0f))};
+}
+
+//! sigmoid(x) as the kernels use it (its error bound: docs/performance-notes.md); NaN gives 0 or 1, not NaN.
+inline VF sigmoid(VF const& x)
+{
+    SigmoidParts const sp = sigmoidParts(x);
+    return bySign(x, sp.rd, (sp.u4 * sp.rd) * VF(0.25f));
+}
+
+//! x * sigmoid(x) + b. For x < 0 the product x rd u4 stays normal and is scaled by 1/4 last (rounded once).
+//! Special values come out as F.silu's: +inf, NaN at -inf, -0 below -kFLUSH, NaN propagated through x.
+inline VF swishBias(VF const& x, VF const& b)
+{
+    SigmoidParts const sp = sigmoidParts(x);
+    VF const q = x * sp.rd;
+    return bySign(x, q, (q * sp.u4) * VF(0.25f)) + b;
+}
+
+//! g * s * (1 + x * (1 - s)), PyTorch's silu_backward formula, with s and 1 - s each taken without cancellation.
+inline VF swishGrad(VF const& g, VF const& x)
+{
+    SigmoidParts const sp = sigmoidParts(x);
+    VF const t = (sp.u4 * sp.rd) * VF(0.25f); // exp(-|x|) / (1 + exp(-|x|))
+    return g * bySign(x, sp.rd, t) * at::vec::fmadd(x, bySign(x, t, sp.rd), VF(1.0f));
+}
+
+//! fp64: PyTorch's silu formula, so special values match F.silu exactly (silu(-inf) is NaN), plus the bias.
+inline Vectorized<double> swishBias(Vectorized<double> const& x, Vectorized<double> const& b)
+{
+    return x / (Vectorized<double>(1) + x.neg().exp()) + b;
+}
+
+//! fp64: PyTorch's silu_backward formula.
+inline Vectorized<double> swishGrad(Vectorized<double> const& g, Vectorized<double> const& x)
+{
+    using V = Vectorized<double>;
     V const one(1);
     V const s = one / (one + x.neg().exp());
     return g * s * (one + x * (one - s));
@@ -55,11 +163,10 @@ void map2(T const* a, T const* b, T* out, int64_t len, Op const& op)
     auto body = [&](V const& av, V const& bv) -> V {
         if constexpr (std::is_same_v<T, c10::Half> || std::is_same_v<T, c10::BFloat16>)
         {
-            using F = Vectorized<float>;
             auto [a0, a1] = at::vec::convert_to_float<T>(av);
             if constexpr (kBroadcastB)
             {
-                F const bb(static_cast<float>(b[0]));
+                VF const bb(static_cast<float>(b[0]));
                 return at::vec::convert_from_float<T>(op(a0, bb), op(a1, bb));
             }
             else
@@ -111,21 +218,25 @@ void forwardTyped(void const* xv, void const* bv, void* yv, int64_t begin, int64
     });
 }
 
+//! dx[k] = swishGrad(g[k], x[k]) for k in [0, len).
+template <typename T>
+inline void gradRun(T const* g, T const* x, T* dx, int64_t len)
+{
+    map2<T, false>(g, x, dx, len, [](auto const& gs, auto const& xs) { return swishGrad(gs, xs); });
+}
+
 template <typename T>
 void backwardTyped(void const* gv, void const* xv, void* dxv, int64_t begin, int64_t end)
 {
-    auto const* g = static_cast<T const*>(gv) + begin;
-    auto const* x = static_cast<T const*>(xv) + begin;
-    auto* dx = static_cast<T*>(dxv) + begin;
-    map2<T, false>(g, x, dx, end - begin, [](auto const& gs, auto const& xs) { return swishGrad(gs, xs); });
+    gradRun(static_cast<T const*>(gv) + begin, static_cast<T const*>(xv) + begin, static_cast<T*>(dxv) + begin,
+        end - begin);
 }
 
-//! Sum of p[0, len) in Acc with eight lanes chosen by position, combined pairwise: a fixed order that vectorizes
-//! (in this file: each instruction set's copy gets its own, vectorized for it).
+//! lane[k % 8] += p[k] for k in [0, len), in order: with the lanes combined pairwise (laneTotal), a fixed order
+//! that vectorizes (in this file: each instruction set's copy gets its own, vectorized for it).
 template <typename T, typename Acc>
-inline Acc laneSum(T const* p, int64_t len)
+inline void addLanes(Acc (&lane)[8], T const* p, int64_t len)
 {
-    Acc lane[8] = {};
     int64_t i = 0;
     for (; i + 8 <= len; i += 8)
     {
@@ -138,45 +249,181 @@ inline Acc laneSum(T const* p, int64_t len)
     {
         lane[j] += static_cast<Acc>(p[i]);
     }
+}
+
+template <typename Acc>
+inline Acc laneTotal(Acc const (&lane)[8])
+{
     return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
-//! Task t of the plan: partial[row * channels + c] for the channels of its tile (cpu::biasGradTaskRange).
-template <typename T, typename Acc>
-void biasGradTask(T const* g, cpu::BiasGradPlan const& p, int64_t t, Acc* partial)
+using VD = Vectorized<double>;
+// Double lanes holding the eight position lanes of addLanes (one vector on AVX512, two of four elsewhere).
+constexpr int kLANE_VECS = 8 / VD::size();
+static_assert(VF::size() == 2 * VD::size() && 8 % VD::size() == 0, "a float vector widens to two lane vectors");
+
+//! The two halves of a float vector, widened to double.
+inline std::array<VD, 2> widen(VF const& v)
 {
-    cpu::BiasGradTaskRange const r = cpu::biasGradTaskRange(p, t);
-    Acc* acc = partial + r.row * p.channels;
-    for (int64_t c = r.c0; c < r.c1; ++c)
+#if defined(CPU_CAPABILITY_AVX512)
+    return {_mm512_cvtps_pd(_mm512_castps512_ps256(v)),
+        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))};
+#elif defined(CPU_CAPABILITY_AVX2)
+    return {_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))};
+#else
+    std::array<VD, 2> out;
+    for (int i = 0; i < VD::size(); ++i)
     {
-        acc[c] = Acc(0);
+        out[0][i] = v[i];
+        out[1][i] = v[i + VD::size()];
     }
-    for (int64_t o = r.o0; o < r.o1; ++o)
+    return out;
+#endif
+}
+
+//! dx = swishGrad(g, x) over [0, len), each loaded vector of g (as fp32) handed to sumVec(k, gf); returns where the
+//! whole vectors end (the caller sums the rest of g itself).
+template <typename T, typename SumVec>
+int64_t gradRunSum(T const* g, T const* x, T* dx, int64_t len, SumVec&& sumVec)
+{
+    using V = Vectorized<T>;
+    constexpr int64_t kW = V::size();
+    int64_t k = 0;
+    for (; k + kW <= len; k += kW)
     {
-        T const* row = g + o * p.channels * p.inner;
-        if (p.inner == 1)
+        V const gv = V::loadu(g + k);
+        V const xv = V::loadu(x + k);
+        if constexpr (std::is_same_v<T, float>)
         {
-            for (int64_t c = r.c0; c < r.c1; ++c)
-            {
-                acc[c] += static_cast<Acc>(row[c]);
-            }
+            swishGrad(gv, xv).store(dx + k);
+            sumVec(k, gv);
         }
         else
         {
-            for (int64_t c = r.c0; c < r.c1; ++c)
-            {
-                acc[c] += laneSum<T, Acc>(row + c * p.inner + r.k0, r.len);
-            }
+            auto const [g0, g1] = at::vec::convert_to_float<T>(gv);
+            auto const [x0, x1] = at::vec::convert_to_float<T>(xv);
+            at::vec::convert_from_float<T>(swishGrad(g0, x0), swishGrad(g1, x1)).store(dx + k);
+            sumVec(k, g0);
+            sumVec(k + VF::size(), g1);
+        }
+    }
+    gradRun(g + k, x + k, dx + k, len - k);
+    return k;
+}
+
+//! dx over [0, len) and lane[k % 8] += g[k] in order (as addLanes(lane, g, len) does, the same bits).
+template <typename T>
+void gradRunLaneSum(T const* g, T const* x, T* dx, int64_t len, double (&lane)[8])
+{
+    if constexpr (std::is_same_v<T, double>)
+    {
+        gradRun(g, x, dx, len);
+        addLanes(lane, g, len);
+    }
+    else
+    {
+        VD acc[kLANE_VECS];
+        for (int v = 0; v < kLANE_VECS; ++v)
+        {
+            acc[v] = VD::loadu(lane + v * VD::size());
+        }
+        // The half starting at element k feeds the lanes k % 8 onwards: lane vector (k / VD::size()) % kLANE_VECS.
+        int64_t const whole = gradRunSum(g, x, dx, len, [&](int64_t k, VF const& gf) {
+            auto const [lo, hi] = widen(gf);
+            int64_t const v = (k / VD::size()) % kLANE_VECS;
+            acc[v] = acc[v] + lo;
+            acc[(v + 1) % kLANE_VECS] = acc[(v + 1) % kLANE_VECS] + hi;
+        });
+        for (int v = 0; v < kLANE_VECS; ++v)
+        {
+            acc[v].store(lane + v * VD::size());
+        }
+        for (int64_t k = whole; k < len; ++k)
+        {
+            lane[k % 8] += static_cast<double>(g[k]);
         }
     }
 }
 
+//! dx over [0, len) and acc[k] += g[k] for each k.
 template <typename T>
-void biasGradTyped(void const* gv, cpu::BiasGradPlan const& plan, int64_t begin, int64_t end, double* partial)
+void gradRunAccumulate(T const* g, T const* x, T* dx, int64_t len, double* acc)
+{
+    int64_t whole = 0;
+    if constexpr (std::is_same_v<T, double>)
+    {
+        gradRun(g, x, dx, len);
+    }
+    else
+    {
+        whole = gradRunSum(g, x, dx, len, [&](int64_t k, VF const& gf) {
+            auto const [lo, hi] = widen(gf);
+            (VD::loadu(acc + k) + lo).store(acc + k);
+            (VD::loadu(acc + k + VD::size()) + hi).store(acc + k + VD::size());
+        });
+    }
+    for (int64_t k = whole; k < len; ++k)
+    {
+        acc[k] += static_cast<double>(g[k]);
+    }
+}
+
+//! Task t of the plan: partial[row * channels + c] for the channels of its tile (cpu::biasGradTaskRange); with dx,
+//! also dx = swishGrad(g, x) for the task's elements (the same elements, each once over the plan's tasks), g summed
+//! from the vectors the gradient loaded: one pass over g.
+template <typename T, bool kWithDx>
+void biasGradTask(T const* g, T const* x, T* dx, cpu::BiasGradPlan const& p, int64_t t, double* partial)
+{
+    cpu::BiasGradTaskRange const r = cpu::biasGradTaskRange(p, t);
+    double* acc = partial + r.row * p.channels;
+    for (int64_t c = r.c0; c < r.c1; ++c)
+    {
+        acc[c] = 0.0;
+    }
+    for (int64_t o = r.o0; o < r.o1; ++o)
+    {
+        int64_t const row = o * p.channels * p.inner;
+        if (p.inner == 1)
+        {
+            int64_t const at = row + r.c0;
+            if constexpr (kWithDx)
+            {
+                gradRunAccumulate(g + at, x + at, dx + at, r.c1 - r.c0, acc + r.c0);
+            }
+            else
+            {
+                for (int64_t c = r.c0; c < r.c1; ++c)
+                {
+                    acc[c] += static_cast<double>(g[row + c]);
+                }
+            }
+            continue;
+        }
+        for (int64_t c = r.c0; c < r.c1; ++c)
+        {
+            int64_t const at = row + c * p.inner + r.k0;
+            double lane[8] = {};
+            if constexpr (kWithDx)
+            {
+                gradRunLaneSum(g + at, x + at, dx + at, r.len, lane);
+            }
+            else
+            {
+                addLanes(lane, g + at, r.len);
+            }
+            acc[c] += laneTotal(lane);
+        }
+    }
+}
+
+template <typename T, bool kWithDx>
+void biasGradTyped(
+    void const* gv, void const* xv, void* dxv, cpu::BiasGradPlan const& plan, int64_t begin, int64_t end, double* partial)
 {
     for (int64_t t = begin; t < end; ++t)
     {
-        biasGradTask<T, double>(static_cast<T const*>(gv), plan, t, partial);
+        biasGradTask<T, kWithDx>(
+            static_cast<T const*>(gv), static_cast<T const*>(xv), static_cast<T*>(dxv), plan, t, partial);
     }
 }
 
@@ -197,14 +444,35 @@ void biasGrad(
     c10::ScalarType dtype, void const* g, cpu::BiasGradPlan const& plan, int64_t begin, int64_t end, double* partial)
 {
     AT_DISPATCH_FLOATING_TYPES_AND2(c10::kHalf, c10::kBFloat16, dtype, "swish_bias_grad_cpu",
-        [&] { biasGradTyped<scalar_t>(g, plan, begin, end, partial); });
+        [&] { biasGradTyped<scalar_t, false>(g, nullptr, nullptr, plan, begin, end, partial); });
+}
+
+void backwardFused(c10::ScalarType dtype, void const* g, void const* x, void* dx, cpu::BiasGradPlan const& plan,
+    int64_t begin, int64_t end, double* partial)
+{
+    AT_DISPATCH_FLOATING_TYPES_AND2(c10::kHalf, c10::kBFloat16, dtype, "swish_backward_fused_cpu",
+        [&] { biasGradTyped<scalar_t, true>(g, x, dx, plan, begin, end, partial); });
+}
+
+void sigmoidFloat(float const* x, float* y, int64_t n)
+{
+    int64_t k = 0;
+    for (; k + VF::size() <= n; k += VF::size())
+    {
+        sigmoid(VF::loadu(x + k)).store(y + k);
+    }
+    if (k < n)
+    {
+        sigmoid(VF::loadu(x + k, n - k)).store(y + k, static_cast<int>(n - k));
+    }
 }
 
 } // namespace
 
 #define TORCHTRT_SWISH_STR2(x) #x
 #define TORCHTRT_SWISH_STR(x) TORCHTRT_SWISH_STR2(x)
-Kernels const kKernels{TORCHTRT_SWISH_STR(CPU_CAPABILITY), &forward, &backward, &biasGrad};
+Kernels const kKernels{
+    TORCHTRT_SWISH_STR(CPU_CAPABILITY), &forward, &backward, &biasGrad, &backwardFused, &sigmoidFloat};
 
 } // namespace CPU_CAPABILITY
 } // namespace cpu_vec

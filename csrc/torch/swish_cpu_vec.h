@@ -18,7 +18,7 @@ struct Kernels
 {
     //! The instruction set's name as ATen's CPU_CAPABILITY spells it ("DEFAULT", "AVX2", "AVX512").
     char const* name;
-    //! y[i] = x[i] / (1 + exp(-x[i])) + bias[(i / inner) % channels], computed in fp32 (fp64) and rounded once.
+    //! y[i] = x[i] * sigmoid(x[i]) + bias[(i / inner) % channels], computed in fp32 (fp64) and rounded once.
     void (*forward)(
         c10::ScalarType dtype, void const* x, void const* bias, void* y, int64_t begin, int64_t end, BiasSpec spec);
     //! dx[i] = g[i] * s * (1 + x[i] * (1 - s)), s = 1 / (1 + exp(-x[i])), computed in fp32 (fp64), rounded once.
@@ -27,6 +27,11 @@ struct Kernels
     //! instruction set.
     void (*biasGrad)(c10::ScalarType dtype, void const* g, cpu::BiasGradPlan const& plan, int64_t begin, int64_t end,
         double* partial);
+    //! biasGrad's tasks that also write dx (as backward does) for their elements: g read from memory once.
+    void (*backwardFused)(c10::ScalarType dtype, void const* g, void const* x, void* dx, cpu::BiasGradPlan const& plan,
+        int64_t begin, int64_t end, double* partial);
+    //! y[i] = the fp32 sigmoid the kernels use (its error bound is tested over every exponent of x).
+    void (*sigmoid)(float const* x, float* y, int64_t n);
 };
 
 // One namespace per instruction set, named like ATen's CPU_CAPABILITY values; CMakeLists.txt builds swish_cpu_vec.cpp

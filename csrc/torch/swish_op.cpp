@@ -74,8 +74,26 @@ at::Tensor swishCpu(at::Tensor const& x, at::Tensor const& bias)
     return y;
 }
 
+//! dbias[c] from the plan's partial sums (a fixed order: the same bits whatever the thread count), into db.
+void combineBiasGrad(cpu::BiasGradPlan const& plan, std::vector<double> const& partial, at::Tensor& db)
+{
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, db.scalar_type(), "swish_bias_grad_cpu", [&] {
+        scalar_t* dp = db.mutable_data_ptr<scalar_t>();
+        at::parallel_for(0, plan.channels, kGRAIN, [&](int64_t begin, int64_t end) {
+            cpu::biasGradCombine<scalar_t, double>(plan, partial.data(), dp, begin, end);
+        });
+    });
+}
+
+//! Whether kernelView(bias) is x's own shape (nothing to sum: dbias is g).
+bool fullShape(int64_t n, BiasSpec spec, int64_t biasNumel)
+{
+    return n > 0 && spec.channels * spec.inner == n && biasNumel == n;
+}
+
 //! dbias = g summed to bias's shape, with the thread-count-independent blocking of cpu::planBiasGrad, in fp64; g
-//! contiguous (a kernelView), dbias in bias's shape; cls is classify(g, bias).
+//! contiguous (a kernelView), dbias in bias's shape; cls is classify(g, bias). For the layouts the fused backward
+//! does not take: a full-shape bias and biases that are not one periodic block.
 at::Tensor biasGradCpu(at::Tensor const& g, at::Tensor const& bias, BiasClass const& cls)
 {
     int64_t const n = g.numel();
@@ -100,24 +118,19 @@ at::Tensor biasGradCpu(at::Tensor const& g, at::Tensor const& bias, BiasClass co
         spec = BiasSpec{bias.numel(), 1};
     }
     at::Tensor db = at::empty(bias.sizes(), bias.options());
-    int64_t const block = spec.channels * spec.inner;
-    if (n > 0 && block == n && bias.numel() == n)
+    if (fullShape(n, spec, bias.numel()))
     {
-        db.copy_(g.view(bias.sizes())); // a full-shape bias: nothing to sum
+        db.copy_(g.view(bias.sizes()));
         return db;
     }
+    int64_t const block = spec.channels * spec.inner;
     cpu::BiasGradPlan const plan = cpu::planBiasGrad(block > 0 ? n / block : 0, spec.channels, spec.inner);
     std::vector<double> partial(static_cast<size_t>(plan.partials()));
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "swish_bias_grad_cpu", [&] {
-        scalar_t const* gp = src.const_data_ptr<scalar_t>();
-        scalar_t* dp = db.mutable_data_ptr<scalar_t>();
-        auto const tasks = cpuKernels().biasGrad;
-        at::parallel_for(0, plan.tasks(), 1,
-            [&](int64_t begin, int64_t end) { tasks(src.scalar_type(), gp, plan, begin, end, partial.data()); });
-        at::parallel_for(0, plan.channels, kGRAIN, [&](int64_t begin, int64_t end) {
-            cpu::biasGradCombine<scalar_t, double>(plan, partial.data(), dp, begin, end);
-        });
-    });
+    void const* gp = src.const_data_ptr();
+    auto const tasks = cpuKernels().biasGrad;
+    at::parallel_for(0, plan.tasks(), 1,
+        [&](int64_t begin, int64_t end) { tasks(src.scalar_type(), gp, plan, begin, end, partial.data()); });
+    combineBiasGrad(plan, partial, db);
     return db;
 }
 
@@ -131,15 +144,28 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardCpu(at::Tensor const& grad, at::
     void const* gp = g.const_data_ptr();
     void const* xp = xc.const_data_ptr();
     void* dp = dx.mutable_data_ptr();
-    auto const backward = cpuKernels().backward;
     at::ScalarType const dtype = xc.scalar_type();
-    at::parallel_for(
-        0, xc.numel(), kGRAIN, [&](int64_t begin, int64_t end) { backward(dtype, gp, xp, dp, begin, end); });
+    int64_t const n = xc.numel();
     int64_t const rank = x.dim();
     at::Tensor const gk = kernelView(g, rank, fmt);
     at::Tensor const bk = kernelView(bias, rank, fmt);
-    at::Tensor const db = biasGradCpu(gk, bk, kernelClass(checked, fmt, gk.sizes(), bk.sizes()));
-    return {dx, fromKernelView(db, bias, fmt)};
+    BiasClass const cls = kernelClass(checked, fmt, gk.sizes(), bk.sizes());
+    if (cls.periodic && !fullShape(n, cls.spec, bias.numel()))
+    {
+        // dx and the bias sums in one pass over g: the bias-gradient plan's tasks also write dx for their elements.
+        int64_t const block = cls.spec.channels * cls.spec.inner;
+        cpu::BiasGradPlan const plan = cpu::planBiasGrad(block > 0 ? n / block : 0, cls.spec.channels, cls.spec.inner);
+        std::vector<double> partial(static_cast<size_t>(plan.partials()));
+        auto const tasks = cpuKernels().backwardFused;
+        at::parallel_for(0, plan.tasks(), 1,
+            [&](int64_t begin, int64_t end) { tasks(dtype, gp, xp, dp, plan, begin, end, partial.data()); });
+        at::Tensor db = at::empty(bk.sizes(), bk.options());
+        combineBiasGrad(plan, partial, db);
+        return {dx, fromKernelView(db, bias, fmt)};
+    }
+    auto const backward = cpuKernels().backward;
+    at::parallel_for(0, n, kGRAIN, [&](int64_t begin, int64_t end) { backward(dtype, gp, xp, dp, begin, end); });
+    return {dx, fromKernelView(biasGradCpu(gk, bk, cls), bias, fmt)};
 }
 
 } // namespace
@@ -173,6 +199,44 @@ PyObject* cpuKernelsName(PyObject*, PyObject*)
         PyErr_SetString(PyExc_RuntimeError, e.what());
         return nullptr;
     }
+}
+
+// The CPU kernels' fp32 sigmoid over a float32 buffer into another of the same length (tests check its error bound
+// on every instruction-set copy).
+PyObject* cpuSigmoid(PyObject*, PyObject* args)
+{
+    PyObject* xo = nullptr;
+    PyObject* yo = nullptr;
+    if (!PyArg_ParseTuple(args, "OO", &xo, &yo))
+    {
+        return nullptr;
+    }
+    Py_buffer xb{};
+    Py_buffer yb{};
+    if (PyObject_GetBuffer(xo, &xb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0)
+    {
+        return nullptr;
+    }
+    if (PyObject_GetBuffer(yo, &yb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) != 0)
+    {
+        PyBuffer_Release(&xb);
+        return nullptr;
+    }
+    auto const isFloat = [](Py_buffer const& b) { return b.itemsize == 4 && b.format && std::string(b.format) == "f"; };
+    bool const ok = isFloat(xb) && isFloat(yb) && xb.len == yb.len;
+    if (ok)
+    {
+        torchtrt_swish::cpuKernels().sigmoid(
+            static_cast<float const*>(xb.buf), static_cast<float*>(yb.buf), static_cast<int64_t>(xb.len / 4));
+    }
+    PyBuffer_Release(&xb);
+    PyBuffer_Release(&yb);
+    if (!ok)
+    {
+        PyErr_SetString(PyExc_ValueError, "cpu_sigmoid: expected two C-contiguous float32 buffers of one length");
+        return nullptr;
+    }
+    Py_RETURN_NONE;
 }
 
 // The fused backward's plan family for a layout on a GPU of `sms` multiprocessors (kernels/swish_backward_plan.h):
@@ -209,6 +273,7 @@ PyObject* fusedBackwardPlan(PyObject*, PyObject* args)
 
 PyMethodDef kMETHODS[] = {
     {"cpu_kernels", cpuKernelsName, METH_NOARGS, "The instruction set of the CPU kernels the op runs (DEFAULT, AVX2, AVX512)."},
+    {"cpu_sigmoid", cpuSigmoid, METH_VARARGS, "(x, y): y = the CPU kernels' fp32 sigmoid of x (float32 buffers)."},
     {"fused_backward_plan", fusedBackwardPlan, METH_VARARGS,
         "(dtype, n, channels, inner, aligned, sms) -> (plan family, column-sum stages) of the fused CUDA backward."},
     {nullptr, nullptr, 0, nullptr},
