@@ -245,13 +245,17 @@ def is_swish_node(node: onnx.NodeProto) -> bool:
 
 
 def swish_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    """The SwishBias nodes of the main graph and of its If/Loop/Scan bodies."""
-    return [n for _, g in iter_graphs(model.graph) for n in g.node if is_swish_node(n)]
+    """The SwishBias nodes of the main graph, of its If/Loop/Scan bodies and of the model-local functions."""
+    return [n for _, _, n in all_nodes(model) if is_swish_node(n)]
 
 
 def op_counts(model: onnx.ModelProto) -> collections.Counter:
-    """Node count per op type in the main graph and its bodies (custom domains prefixed, e.g.
-    'torchtrt_swish::SwishBias')."""
+    """Node count per op type of the model as it runs: the main graph and its bodies, each call of a model-local
+    function counted as the function's nodes (custom domains prefixed, e.g. 'torchtrt_swish::SwishBias')."""
+    from .functions import inline_functions
+
+    with contextlib.suppress(OnnxInputError):  # functions onnx cannot inline: their calls count as nodes
+        model = inline_functions(model)
     return collections.Counter(
         f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
         for _, g in iter_graphs(model.graph) for n in g.node

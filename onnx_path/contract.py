@@ -17,10 +17,10 @@ A node whose op_type is ``SwishBias`` must:
   the surgery through ``node_problem``; ``onnx_path.engine.build_engine`` and the CPU executors
   (``onnx_path.reference``) through ``attribute_problem``.
 
-``check`` and ``build-engine`` validate every SwishBias node, in the main graph and in every If/Loop/Scan body,
-with ``model_problems`` before anything runs; the surgery applies the same
-rules to what it is about to emit (``x_dtype_problem``, ``bias_problem``) and validates its result with
-``model_problems``; the CPU executors check the plugin identity with ``identity_problem``.
+``check`` and ``build-engine`` validate every SwishBias node, in the main graph, in every If/Loop/Scan body and in
+every call of a model-local function (``function_problems``), with ``model_problems`` before anything runs; the
+surgery applies the same rules to what it is about to emit (``x_dtype_problem``, ``bias_problem``) and validates its
+result with ``model_problems``; the CPU executors check the plugin identity with ``identity_problem``.
 """
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ from .common import (
     iter_graphs,
     node_label,
 )
+from .functions import function_id, function_nodes, origin, tagged_inline
 
 __all__ = [
     "SwishContractError",
@@ -55,6 +56,7 @@ __all__ = [
     "value_types",
     "node_problem",
     "model_problems",
+    "function_problems",
     "check_swish_nodes",
 ]
 
@@ -196,18 +198,47 @@ def node_problem(node: onnx.NodeProto, types: Mapping[str, ValueType]) -> str | 
 
 
 def model_problems(model: onnx.ModelProto, *, only: set[str] | None = None) -> list[str]:
-    """'node LABEL: problem' for every SwishBias node (op_type match, any domain) that breaks it, in the main graph
-    and in every If/Loop/Scan body (the label then says where).
+    """'node LABEL: problem' for every SwishBias node (op_type match, any domain) that breaks it, in the main graph,
+    in every If/Loop/Scan body (the label then says where) and in every call of a model-local function
+    (function_problems).
 
     `only`: restrict to nodes with these names.
     """
     nodes = [(where, i, n) for where, g in iter_graphs(model.graph) for i, n in enumerate(g.node)
              if n.op_type == SWISH_OP and (only is None or n.name in only)]
-    if not nodes:
-        return []
-    types = value_types(model)
-    return [f"{SWISH_OP} node {node_label(n, i)!r}{f' (in {where})' if where else ''} {why}" for where, i, n in nodes
-            if (why := node_problem(n, types)) is not None]
+    problems = []
+    if nodes:
+        types = value_types(model)
+        problems = [f"{SWISH_OP} node {node_label(n, i)!r}{f' (in {where})' if where else ''} {why}"
+                    for where, i, n in nodes if (why := node_problem(n, types)) is not None]
+    return problems + function_problems(model, only=only)
+
+
+def function_problems(model: onnx.ModelProto, *, only: set[str] | None = None) -> list[str]:
+    """model_problems for the SwishBias nodes of the model-local functions, and a function that takes the plugin's name.
+
+    Each call is checked on the model with its functions inlined (onnx_path.functions), with the attribute values
+    the call gives and the dtypes shape inference finds there; as in the main graph, a type it cannot find is not
+    checked. A node is named by its label in its function; a function no node calls never runs and is not checked.
+    """
+    problems = [f"model-local function {function_id(f.domain, f.name)!r} has the plugin's op_type: TensorRT's ONNX "
+                f"parser would import every {SWISH_OP} node as this function (it looks functions up by name before "
+                "plugins), never the plugin; rename it" for f in model.functions if f.name == SWISH_OP]
+    if not any(n.op_type == SWISH_OP for f in model.functions for n in function_nodes(f)):
+        return problems
+    try:
+        inlined = tagged_inline(model)
+    except OnnxInputError as exc:
+        return [*problems, f"the {SWISH_OP} nodes of its model-local functions cannot be checked: {exc}"]
+    types = value_types(inlined)
+    for where, _, node in ((w, i, n) for w, g in iter_graphs(inlined.graph) for i, n in enumerate(g.node)):
+        if node.op_type != SWISH_OP or (found := origin(node)) is None or (only is not None and found[1] not in only):
+            continue
+        if (why := node_problem(node, types)) is not None:
+            function, label = found
+            problems.append(f"{SWISH_OP} node {label!r} (in function {function!r}{f', {where}' if where else ''}) "
+                            f"{why}")
+    return list(dict.fromkeys(problems))  # one line per problem, however many calls share it
 
 
 def check_swish_nodes(model: onnx.ModelProto, source: str = "model") -> None:

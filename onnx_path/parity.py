@@ -49,9 +49,10 @@ from polygraphy.logger import G_LOGGER
 
 from torchtrt_swish.dtypes import TOLERANCES
 
-from .common import elem_type_name, first_line, flush_denormals, graph_inputs, numpy_dtype_for
+from .common import OnnxInputError, elem_type_name, first_line, flush_denormals, graph_inputs, numpy_dtype_for
 from .feeds import FeedError, non_tensor_io, onnx_input_metadata, random_feeds, show_shape
 from .external_data import external_data_problem, with_inferred_types
+from .functions import inline_functions
 from .reference import ReferenceExecutor, external_data_options, numpy_to_torch, ort_session
 from .verdict import (
     BASELINE_FACTOR,
@@ -435,6 +436,14 @@ def _ort_reference_runner(model: onnx.ModelProto, name: str, what: str, base_dir
     return OnnxrtRunner(session, name=name)
 
 
+def _inlined(model: onnx.ModelProto | None, what: str) -> onnx.ModelProto | None:
+    """inline_functions(model), or ParityInputError naming `what`."""
+    try:
+        return None if model is None else inline_functions(model, what)
+    except OnnxInputError as exc:
+        raise ParityInputError(str(exc)) from None
+
+
 def _check_parity(
     onnx_model: onnx.ModelProto,
     *,
@@ -468,6 +477,10 @@ def _check_parity(
         raise ParityInputError(f"{engine_path}: no such engine file")
     if (why := non_tensor_io(onnx_model)) is not None:
         raise ParityInputError(why)
+    # Every runner sees the models with their local functions inlined (per-layer mode marks what runs in them too).
+    onnx_model, reference_onnx, baseline_onnx = (
+        _inlined(m, what) for m, what in ((onnx_model, model_name or "the model"), (reference_onnx, "the reference"),
+                                          (baseline_onnx, "the baseline")))
     for what, model, folder in ((model_name or "the model", onnx_model, base_dir), ("the reference", reference_onnx,
                                 reference_base_dir), ("the baseline", baseline_onnx, baseline_base_dir)):
         if model is not None and (why := external_data_problem(model, folder)) is not None:

@@ -15,7 +15,7 @@ ONNX route can be checked end to end here. Two executors:
 
 Both check the node's plugin identity the way TensorRT's parser looks it up (op_type, ``plugin_version`` default
 "1", ``plugin_namespace`` default "", never the domain: ``onnx_path.contract.identity_problem``), so a node TensorRT
-could not resolve fails here too.
+could not resolve fails here too. Both run a model's local functions inlined (``onnx_path.functions``).
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ import torchtrt_swish
 from .common import SWISH_DOMAIN, SWISH_OP, is_swish_node, iter_graphs
 from .contract import attribute_problem, identity_problem, value_types
 from .external_data import has_external_tensors, load_weights, mapped_weights
+from .functions import inline_functions
 from .surgery_values import sparse_to_dense
 
 ORT_DOMAIN = "ai.onnx.contrib"
@@ -155,6 +156,7 @@ class ReferenceExecutor:
     """
 
     def __init__(self, model: onnx.ModelProto, base_dir: str | Path | None = None):
+        model = inline_functions(model)  # onnx.reference hands its new_ops to no function: SwishBias runs inlined
         self.model = model
         version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
         used = {n.op_type for _, g in iter_graphs(model.graph) for n in g.node if n.domain in ("", "ai.onnx")}
@@ -211,8 +213,8 @@ def _register_ort_ops() -> None:
 def rewrite_for_ort(model: onnx.ModelProto) -> onnx.ModelProto:
     """Copy of `model` whose SwishBias nodes are onnxruntime-extensions Python ops in ai.onnx.contrib."""
     out = onnx.ModelProto()
-    out.CopyFrom(model)
-    types = value_types(model)  # best effort: an x of unknown type falls back to float32 below
+    out.CopyFrom(inline_functions(model))  # a SwishBias node inside a function is rewritten where it runs
+    types = value_types(out)  # best effort: an x of unknown type falls back to float32 below
     for node in (n for _, g in iter_graphs(out.graph) for n in g.node):  # If/Loop/Scan bodies included
         if not is_swish_node(node):
             continue

@@ -1,0 +1,189 @@
+"""Model-local functions (ONNX ``FunctionProto``): what the ONNX route does with them, in one place.
+
+Exporters write them (``torch.onnx.export(..., dynamo=False, export_modules_as_functions=...)``, onnxscript), and a
+node of the main graph, of an If/Loop/Scan body or of another function calls one by its domain and name.
+
+* ``fuse``, ``check`` and the CPU executors inline them first (``inline_functions``, over onnx's
+  ``onnx.inliner.inline_local_functions``): every call becomes the function's nodes, with its attribute references
+  resolved, nested calls and calls from bodies included. Patterns inside a function are fused and SwishBias nodes
+  inside one are run like the main graph's; a fused model has no functions left.
+* The SwishBias contract (``onnx_path.contract.model_problems``) checks each call of a function on the inlined model,
+  where the attribute values and the dtypes are those of the call (``tagged_inline`` says which function a node
+  came from); a function that no node calls is never run, by TensorRT or anything else, and is not checked.
+* ``build-engine`` hands functions to TensorRT, whose ONNX parser imports them itself (onnx-tensorrt's
+  LocalFunctionImporter), after refusing what that parser would import otherwise than ONNX defines it
+  (``tensorrt_function_problems``).
+
+A function in the ONNX domain with the name of a standard op is refused everywhere (``ambiguity_problem``): onnx's
+inliner takes the function, ONNX Runtime and onnx.reference the op.
+"""
+from __future__ import annotations
+
+import onnx
+import onnx.inliner
+
+from .common import OnnxInputError, all_nodes, first_line, iter_graphs, node_label, subgraphs
+
+__all__ = [
+    "ORIGIN_KEY",
+    "function_id",
+    "called_functions",
+    "function_nodes",
+    "ambiguity_problem",
+    "inline_functions",
+    "tagged_inline",
+    "origin",
+    "tensorrt_function_problems",
+]
+
+# Node metadata key (a private copy only) naming the function a node was inlined from: the inliner renames nodes.
+ORIGIN_KEY = "torchtrt_swish.function"
+_LABEL_KEY = "torchtrt_swish.function_node"
+_STANDARD_DOMAINS = ("", "ai.onnx")
+
+
+def function_id(domain: str, name: str) -> str:
+    """How messages name a function or an op: 'domain::name', or 'name' in the ONNX domain."""
+    return name if domain in _STANDARD_DOMAINS else f"{domain}::{name}"
+
+
+def _key(domain: str, name: str) -> tuple[str, str]:
+    return ("" if domain in _STANDARD_DOMAINS else domain), name
+
+
+def called_functions(model: onnx.ModelProto) -> list[onnx.FunctionProto]:
+    """The model's local functions that some node calls, from the main graph, a body or another called function."""
+    local = {_key(f.domain, f.name): f for f in model.functions}
+    calls = {_key(n.domain, n.op_type) for _, _, n in all_nodes(model)}
+    return [f for key, f in local.items() if key in calls]
+
+
+def _standard_op(name: str) -> bool:
+    return onnx.defs.has(name, "")
+
+
+def ambiguity_problem(model: onnx.ModelProto) -> str | None:
+    """Why the nodes of `model` do not say which computation they mean (a function shadowing a standard op), or None."""
+    for f in model.functions:
+        if f.domain in _STANDARD_DOMAINS and _standard_op(f.name):
+            return (f"model-local function {f.name!r} is in the ONNX domain and has the name of a standard op: ONNX "
+                    "tools disagree about which one its nodes mean (onnx's inliner takes the function, ONNX Runtime "
+                    "the op); give the function a domain of its own")
+    return None
+
+
+def _add_function_opsets(model: onnx.ModelProto, functions) -> None:
+    """Import into `model` the domains its inlined nodes came with: the inliner leaves the model's imports as they were."""
+    have = {_key(o.domain, "")[0] for o in model.opset_import}
+    for f in functions:
+        for o in f.opset_import:
+            if _key(o.domain, "")[0] not in have:
+                model.opset_import.append(onnx.helper.make_opsetid(o.domain, o.version))
+                have.add(_key(o.domain, "")[0])
+
+
+def inline_functions(model: onnx.ModelProto, source: str = "") -> onnx.ModelProto:
+    """`model` with every call of a model-local function replaced by the function's nodes (onnx.inliner); `model`
+    itself when it has no functions. OnnxInputError (its text starting 'SOURCE: ' when given) when they cannot be."""
+    if not model.functions:
+        return model
+    where = f"{source}: " if source else ""
+    if (why := ambiguity_problem(model)) is not None:
+        raise OnnxInputError(f"{where}{why}")
+    try:
+        # convert_version: a function written for another ONNX opset than the model's is converted, not left a call.
+        out = onnx.inliner.inline_local_functions(model, convert_version=True)
+    except Exception as exc:  # noqa: BLE001 - the inliner raises ValidationError, RuntimeError (C++ asserts), ...
+        raise OnnxInputError(f"{where}the model-local functions cannot be inlined ({first_line(exc)})") from None
+    local = {_key(f.domain, f.name) for f in model.functions}
+    if left := sorted({function_id(n.domain, n.op_type) for _, _, n in all_nodes(out)
+                       if _key(n.domain, n.op_type) in local}):
+        raise OnnxInputError(f"{where}model-local function(s) {', '.join(left)} could not be inlined (onnx "
+                             "cannot convert them to the model's ONNX opset)")
+    _add_function_opsets(out, model.functions)
+    return out
+
+
+def tagged_inline(model: onnx.ModelProto, source: str = "") -> onnx.ModelProto:
+    """inline_functions of a copy whose function nodes carry their function and label as metadata (origin())."""
+    tagged = onnx.ModelProto()
+    tagged.CopyFrom(model)
+    for f in tagged.functions:
+        for index, node in _indexed_nodes(f):
+            for key, value in ((ORIGIN_KEY, function_id(f.domain, f.name)), (_LABEL_KEY, node_label(node, index))):
+                entry = node.metadata_props.add()
+                entry.key, entry.value = key, value
+    return inline_functions(tagged, source)
+
+
+def origin(node: onnx.NodeProto) -> tuple[str, str] | None:
+    """(function, node label in it) for a node of a tagged_inline model that came from a function, else None."""
+    meta = {e.key: e.value for e in node.metadata_props}
+    return (meta[ORIGIN_KEY], meta[_LABEL_KEY]) if ORIGIN_KEY in meta else None
+
+
+# Nodes of these op_types are TensorRT's own importers (onnx-tensorrt's builtin op importers: the ONNX ops and a few
+# names of its own); it looks a node up there first, by op_type alone, and only then among the model's functions.
+_TENSORRT_OWN_NAMES = ("ImageScaler", "ParametricSoftplus", "ScaledTanh")
+
+
+def _tensorrt_builtin(name: str) -> bool:
+    return _standard_op(name) or name in _TENSORRT_OWN_NAMES or name.startswith("TRT_")
+
+
+def tensorrt_function_problems(model: onnx.ModelProto) -> list[str]:
+    """What TensorRT's ONNX parser would import otherwise than ONNX defines it, for each called local function.
+
+    The parser (onnx-tensorrt's parseNode and LocalFunctionImporter) looks a node up by op_type alone: first among
+    its built-in importers, then among the model's functions, keyed by name without the domain; and it resolves an
+    attribute reference (ref_attr_name) against the innermost call only, so a reference passed on to a nested call
+    arrives as an empty value.
+    """
+    called = called_functions(model)
+    problems = []
+    for f in called:
+        if _tensorrt_builtin(f.name):
+            problems.append(f"model-local function {function_id(f.domain, f.name)!r} is called, but TensorRT's ONNX "
+                            f"parser imports every node of op_type {f.name!r} as its built-in op, whatever the "
+                            "domain; rename the function")
+        if len(twins := [g for g in model.functions if g.name == f.name]) > 1:
+            names = ", ".join(sorted(repr(function_id(g.domain, g.name)) for g in twins))
+            problems.append(f"model-local functions {names} share a name, and TensorRT's ONNX parser keys functions "
+                            "by name alone (it would run one of them for every call); rename them")
+    local = {_key(f.domain, f.name): f for f in model.functions}
+    for f in called:
+        for node in function_nodes(f):
+            passed = [a.name for a in node.attribute if a.ref_attr_name]
+            if passed and _key(node.domain, node.op_type) in local:
+                problems.append(
+                    f"model-local function {function_id(f.domain, f.name)!r} passes attribute(s) "
+                    f"{', '.join(map(repr, passed))} on to function {function_id(node.domain, node.op_type)!r} by "
+                    "reference: TensorRT's ONNX parser resolves a reference only in the function that holds it, so "
+                    "the inner function would read an empty value; inline the functions first "
+                    "(onnx.inliner.inline_local_functions)")
+    for where, index, node in all_nodes(model):
+        if (f := local.get(_key(node.domain, node.op_type))) is None:
+            continue
+        given = {a.name for a in node.attribute} | {a.name for a in f.attribute_proto}
+        if unset := sorted({a.ref_attr_name for n in function_nodes(f) for a in n.attribute if a.ref_attr_name}
+                           - given):
+            problems.append(
+                f"node {node_label(node, index)!r}{f' (in {where})' if where else ''} calls function "
+                f"{function_id(f.domain, f.name)!r} without its attribute(s) {', '.join(map(repr, unset))}, which "
+                "has no default: ONNX leaves the attributes that refer to it unset, TensorRT's ONNX parser reads "
+                "them as empty values; set them on the call")
+    return list(dict.fromkeys(problems))
+
+
+def _indexed_nodes(function: onnx.FunctionProto):
+    """(index in its graph, node) for a function's nodes and the nodes of their If/Loop/Scan bodies."""
+    for index, node in enumerate(function.node):
+        yield index, node
+        for _, body in subgraphs(node):
+            for _, graph in iter_graphs(body):
+                yield from enumerate(graph.node)
+
+
+def function_nodes(function: onnx.FunctionProto):
+    """A function's nodes and the nodes of their If/Loop/Scan bodies."""
+    return (node for _, node in _indexed_nodes(function))
