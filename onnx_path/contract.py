@@ -227,15 +227,22 @@ def function_problems(model: onnx.ModelProto, *, only: set[str] | None = None) -
     if not any(n.op_type == SWISH_OP for f in model.functions for n in function_nodes(f)):
         return problems
     try:
-        inlined = tagged_inline(model)
+        inlined, origins = tagged_inline(model)
     except OnnxInputError as exc:
-        return [*problems, f"the {SWISH_OP} nodes of its model-local functions cannot be checked: {exc}"]
+        return [*problems, f"the {SWISH_OP} nodes of the model-local functions cannot be checked: {exc}"]
     types = value_types(inlined)
-    for where, _, node in ((w, i, n) for w, g in iter_graphs(inlined.graph) for i, n in enumerate(g.node)):
-        if node.op_type != SWISH_OP or (found := origin(node)) is None or (only is not None and found[1] not in only):
+    for where, node in ((w, n) for w, g in iter_graphs(inlined.graph) for n in g.node):
+        if node.op_type != SWISH_OP or (key := origin(node)) is None:
             continue
-        if (why := node_problem(node, types)) is not None:
-            function, label = found
+        function, label, written = origins[key]
+        if only is not None and label not in only:
+            continue
+        # The call's attribute values and types, told in the names the function uses (the inliner renames values).
+        shown = onnx.NodeProto()
+        shown.CopyFrom(node)
+        shown.input[:], shown.output[:] = written.input, written.output
+        known = {mine: types.get(theirs, (None, None)) for mine, theirs in zip(written.input, node.input)}
+        if (why := node_problem(shown, known)) is not None:
             problems.append(f"{SWISH_OP} node {label!r} (in function {function!r}{f', {where}' if where else ''}) "
                             f"{why}")
     return list(dict.fromkeys(problems))  # one line per problem, however many calls share it

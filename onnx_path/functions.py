@@ -5,8 +5,9 @@ node of the main graph, of an If/Loop/Scan body or of another function calls one
 
 * ``fuse``, ``check`` and the CPU executors inline them first (``inline_functions``, over onnx's
   ``onnx.inliner.inline_local_functions``): every call becomes the function's nodes, with its attribute references
-  resolved, nested calls and calls from bodies included. Patterns inside a function are fused and SwishBias nodes
-  inside one are run like the main graph's; a fused model has no functions left.
+  resolved (to the function's defaults where the call leaves one out, which onnx's inliner does not do), nested
+  calls and calls from bodies included. Patterns inside a function are fused and SwishBias nodes inside one are run
+  like the main graph's; a fused model has no functions left.
 * The SwishBias contract (``onnx_path.contract.model_problems``) checks each call of a function on the inlined model,
   where the attribute values and the dtypes are those of the call (``tagged_inline`` says which function a node
   came from); a function that no node calls is never run, by TensorRT or anything else, and is not checked.
@@ -36,9 +37,9 @@ __all__ = [
     "tensorrt_function_problems",
 ]
 
-# Node metadata key (a private copy only) naming the function a node was inlined from: the inliner renames nodes.
+# Node metadata key (a private copy only) saying which function node a node was inlined from: the inliner renames
+# nodes and values.
 ORIGIN_KEY = "torchtrt_swish.function"
-_LABEL_KEY = "torchtrt_swish.function_node"
 _STANDARD_DOMAINS = ("", "ai.onnx")
 
 
@@ -54,7 +55,12 @@ def _key(domain: str, name: str) -> tuple[str, str]:
 def called_functions(model: onnx.ModelProto) -> list[onnx.FunctionProto]:
     """The model's local functions that some node calls, from the main graph, a body or another called function."""
     local = {_key(f.domain, f.name): f for f in model.functions}
-    calls = {_key(n.domain, n.op_type) for _, _, n in all_nodes(model)}
+    calls = {_key(n.domain, n.op_type) for _, g in iter_graphs(model.graph) for n in g.node} & set(local)
+    todo = list(calls)
+    while todo:
+        inner = {_key(n.domain, n.op_type) for n in function_nodes(local[todo.pop()])} & set(local)
+        todo += inner - calls
+        calls |= inner
     return [f for key, f in local.items() if key in calls]
 
 
@@ -73,13 +79,21 @@ def ambiguity_problem(model: onnx.ModelProto) -> str | None:
 
 
 def _add_function_opsets(model: onnx.ModelProto, functions) -> None:
-    """Import into `model` the domains its inlined nodes came with: the inliner leaves the model's imports as they were."""
+    """Import into `model` the domains its inlined nodes came with (the inliner leaves the imports as they were)."""
     have = {_key(o.domain, "")[0] for o in model.opset_import}
     for f in functions:
         for o in f.opset_import:
             if _key(o.domain, "")[0] not in have:
                 model.opset_import.append(onnx.helper.make_opsetid(o.domain, o.version))
                 have.add(_key(o.domain, "")[0])
+
+
+def _give_defaults(nodes, local: dict) -> None:
+    """Give each call among `nodes` the defaults (FunctionProto.attribute_proto) of the attributes it leaves out."""
+    for node in nodes:
+        if (f := local.get(_key(node.domain, node.op_type))) is not None:
+            given = {a.name for a in node.attribute}
+            node.attribute.extend(a for a in f.attribute_proto if a.name not in given)
 
 
 def inline_functions(model: onnx.ModelProto, source: str = "") -> onnx.ModelProto:
@@ -90,36 +104,53 @@ def inline_functions(model: onnx.ModelProto, source: str = "") -> onnx.ModelProt
     where = f"{source}: " if source else ""
     if (why := ambiguity_problem(model)) is not None:
         raise OnnxInputError(f"{where}{why}")
-    try:
-        # convert_version: a function written for another ONNX opset than the model's is converted, not left a call.
-        out = onnx.inliner.inline_local_functions(model, convert_version=True)
-    except Exception as exc:  # noqa: BLE001 - the inliner raises ValidationError, RuntimeError (C++ asserts), ...
-        raise OnnxInputError(f"{where}the model-local functions cannot be inlined ({first_line(exc)})") from None
-    local = {_key(f.domain, f.name) for f in model.functions}
-    if left := sorted({function_id(n.domain, n.op_type) for _, _, n in all_nodes(out)
-                       if _key(n.domain, n.op_type) in local}):
-        raise OnnxInputError(f"{where}model-local function(s) {', '.join(left)} could not be inlined (onnx "
-                             "cannot convert them to the model's ONNX opset)")
-    _add_function_opsets(out, model.functions)
-    return out
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    local = {_key(f.domain, f.name): f for f in out.functions}
+    _give_defaults((n for f in local.values() for n in function_nodes(f)), local)
+    # onnx's inliner binds the attributes a call sets, never the function's defaults: so the calls get their defaults
+    # first, one level of calls at a time (a nested call's attribute may be a reference its caller leaves unset).
+    for _ in range(len(local) + 1):
+        outer = {_key(n.domain, n.op_type) for _, g in iter_graphs(out.graph) for n in g.node} & set(local)
+        if not outer:
+            _add_function_opsets(out, model.functions)
+            return out
+        _give_defaults((n for _, g in iter_graphs(out.graph) for n in g.node), local)
+        del out.functions[:]
+        out.functions.extend(local[key] for key in outer)
+        try:
+            # convert_version: a function written for another ONNX opset than the model's is converted, not left
+            # a call.
+            out = onnx.inliner.inline_local_functions(out, convert_version=True)
+        except Exception as exc:  # noqa: BLE001 - the inliner raises ValidationError, RuntimeError (C++ asserts), ...
+            raise OnnxInputError(f"{where}the model-local functions cannot be inlined ({first_line(exc)})") from None
+        if left := sorted({function_id(*key) for key in outer} & {function_id(n.domain, n.op_type)
+                                                                  for _, g in iter_graphs(out.graph) for n in g.node}):
+            raise OnnxInputError(f"{where}model-local function(s) {', '.join(left)} could not be inlined (onnx "
+                                 "cannot convert them to the model's ONNX opset)")
+    raise OnnxInputError(f"{where}the model-local functions cannot be inlined (they call each other in a cycle: "
+                         "model-local functions must not be recursive)")
 
 
-def tagged_inline(model: onnx.ModelProto, source: str = "") -> onnx.ModelProto:
-    """inline_functions of a copy whose function nodes carry their function and label as metadata (origin())."""
+def tagged_inline(model: onnx.ModelProto, source: str = ""):
+    """(inline_functions of a copy, origins): each node of the copy's functions carries a key of `origins`, which
+    maps it to (function, the node's label in it, the node as the function writes it); see origin()."""
     tagged = onnx.ModelProto()
     tagged.CopyFrom(model)
+    origins = {}
     for f in tagged.functions:
         for index, node in _indexed_nodes(f):
-            for key, value in ((ORIGIN_KEY, function_id(f.domain, f.name)), (_LABEL_KEY, node_label(node, index))):
-                entry = node.metadata_props.add()
-                entry.key, entry.value = key, value
-    return inline_functions(tagged, source)
+            key = str(len(origins))
+            origins[key] = (function_id(f.domain, f.name), node_label(node, index), onnx.NodeProto.FromString(
+                node.SerializeToString()))
+            entry = node.metadata_props.add()
+            entry.key, entry.value = ORIGIN_KEY, key
+    return inline_functions(tagged, source), origins
 
 
-def origin(node: onnx.NodeProto) -> tuple[str, str] | None:
-    """(function, node label in it) for a node of a tagged_inline model that came from a function, else None."""
-    meta = {e.key: e.value for e in node.metadata_props}
-    return (meta[ORIGIN_KEY], meta[_LABEL_KEY]) if ORIGIN_KEY in meta else None
+def origin(node: onnx.NodeProto) -> str | None:
+    """The origins key (tagged_inline) of a node inlined from a function, else None."""
+    return next((e.value for e in node.metadata_props if e.key == ORIGIN_KEY), None)
 
 
 # Nodes of these op_types are TensorRT's own importers (onnx-tensorrt's builtin op importers: the ONNX ops and a few
@@ -151,27 +182,26 @@ def tensorrt_function_problems(model: onnx.ModelProto) -> list[str]:
             problems.append(f"model-local functions {names} share a name, and TensorRT's ONNX parser keys functions "
                             "by name alone (it would run one of them for every call); rename them")
     local = {_key(f.domain, f.name): f for f in model.functions}
-    for f in called:
-        for node in function_nodes(f):
-            passed = [a.name for a in node.attribute if a.ref_attr_name]
-            if passed and _key(node.domain, node.op_type) in local:
-                problems.append(
-                    f"model-local function {function_id(f.domain, f.name)!r} passes attribute(s) "
-                    f"{', '.join(map(repr, passed))} on to function {function_id(node.domain, node.op_type)!r} by "
-                    "reference: TensorRT's ONNX parser resolves a reference only in the function that holds it, so "
-                    "the inner function would read an empty value; inline the functions first "
-                    "(onnx.inliner.inline_local_functions)")
-    for where, index, node in all_nodes(model):
+    calls = [(f"node {node_label(n, i)!r}{f' (in {where})' if where else ''}", None, n)
+             for where, g in iter_graphs(model.graph) for i, n in enumerate(g.node)]
+    calls += [(f"a node of function {function_id(f.domain, f.name)!r}", f, n)
+              for f in called for n in function_nodes(f)]
+    for who, caller, node in calls:
         if (f := local.get(_key(node.domain, node.op_type))) is None:
             continue
+        if caller is not None and (passed := [a.name for a in node.attribute if a.ref_attr_name]):
+            problems.append(
+                f"model-local function {function_id(caller.domain, caller.name)!r} passes attribute(s) "
+                f"{', '.join(map(repr, passed))} on to function {function_id(f.domain, f.name)!r} by reference: "
+                "TensorRT's ONNX parser resolves a reference only in the function that holds it, so the inner "
+                "function would read an empty value; pass the value itself, or inline the functions")
         given = {a.name for a in node.attribute} | {a.name for a in f.attribute_proto}
         if unset := sorted({a.ref_attr_name for n in function_nodes(f) for a in n.attribute if a.ref_attr_name}
                            - given):
             problems.append(
-                f"node {node_label(node, index)!r}{f' (in {where})' if where else ''} calls function "
-                f"{function_id(f.domain, f.name)!r} without its attribute(s) {', '.join(map(repr, unset))}, which "
-                "has no default: ONNX leaves the attributes that refer to it unset, TensorRT's ONNX parser reads "
-                "them as empty values; set them on the call")
+                f"{who} calls function {function_id(f.domain, f.name)!r} without its attribute(s) "
+                f"{', '.join(map(repr, unset))}, which has no default: ONNX leaves the attributes that refer to it "
+                "unset, TensorRT's ONNX parser reads them as empty values; set them on the call")
     return list(dict.fromkeys(problems))
 
 
