@@ -96,6 +96,24 @@ def _give_defaults(nodes, local: dict) -> None:
             node.attribute.extend(a for a in f.attribute_proto if a.name not in given)
 
 
+def _in_a_cycle(calls: dict) -> str | None:
+    """A function that calls itself, directly or through others (`calls`: key -> the keys its nodes call)."""
+    done, path = set(), []
+
+    def visit(key) -> bool:
+        if key in path:
+            return True
+        if key in done:
+            return False
+        path.append(key)
+        found = any(visit(inner) for inner in calls[key])
+        path.pop()
+        done.add(key)
+        return found
+
+    return next((function_id(*key) for key in calls if visit(key)), None)
+
+
 def inline_functions(model: onnx.ModelProto, source: str = "") -> onnx.ModelProto:
     """`model` with every call of a model-local function replaced by the function's nodes (onnx.inliner); `model`
     itself when it has no functions. OnnxInputError (its text starting 'SOURCE: ' when given) when they cannot be."""
@@ -104,32 +122,33 @@ def inline_functions(model: onnx.ModelProto, source: str = "") -> onnx.ModelProt
     where = f"{source}: " if source else ""
     if (why := ambiguity_problem(model)) is not None:
         raise OnnxInputError(f"{where}{why}")
+    local = {_key(f.domain, f.name): f for f in model.functions}
+    calls = {key: {_key(n.domain, n.op_type) for n in function_nodes(f)} & set(local) for key, f in local.items()}
+    if (looping := _in_a_cycle(calls)) is not None:
+        raise OnnxInputError(f"{where}the model-local functions cannot be inlined (function {looping!r} calls itself, "
+                             "directly or through others: model-local functions must not be recursive)")
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    local = {_key(f.domain, f.name): f for f in out.functions}
-    _give_defaults((n for f in local.values() for n in function_nodes(f)), local)
-    # onnx's inliner binds the attributes a call sets, never the function's defaults: so the calls get their defaults
-    # first, one level of calls at a time (a nested call's attribute may be a reference its caller leaves unset).
-    for _ in range(len(local) + 1):
-        outer = {_key(n.domain, n.op_type) for _, g in iter_graphs(out.graph) for n in g.node} & set(local)
-        if not outer:
-            _add_function_opsets(out, model.functions)
-            return out
+    # onnx's inliner binds the attributes a call sets, never the function's defaults. So each round inlines the
+    # called functions that no other of them calls, after giving their calls the defaults they leave out: a call
+    # from a function body is inlined only once it stands where it runs, its references bound or left unset.
+    while outer := {_key(n.domain, n.op_type) for _, g in iter_graphs(out.graph) for n in g.node} & set(local):
+        now = {key for key in outer if not any(key in calls[other] for other in outer)}
         _give_defaults((n for _, g in iter_graphs(out.graph) for n in g.node), local)
         del out.functions[:]
-        out.functions.extend(local[key] for key in outer)
+        out.functions.extend(local[key] for key in now)
         try:
             # convert_version: a function written for another ONNX opset than the model's is converted, not left
             # a call.
             out = onnx.inliner.inline_local_functions(out, convert_version=True)
         except Exception as exc:  # noqa: BLE001 - the inliner raises ValidationError, RuntimeError (C++ asserts), ...
             raise OnnxInputError(f"{where}the model-local functions cannot be inlined ({first_line(exc)})") from None
-        if left := sorted({function_id(*key) for key in outer} & {function_id(n.domain, n.op_type)
-                                                                  for _, g in iter_graphs(out.graph) for n in g.node}):
+        if left := sorted(function_id(*key) for key in now & {_key(n.domain, n.op_type)
+                                                              for _, g in iter_graphs(out.graph) for n in g.node}):
             raise OnnxInputError(f"{where}model-local function(s) {', '.join(left)} could not be inlined (onnx "
                                  "cannot convert them to the model's ONNX opset)")
-    raise OnnxInputError(f"{where}the model-local functions cannot be inlined (they call each other in a cycle: "
-                         "model-local functions must not be recursive)")
+    _add_function_opsets(out, model.functions)
+    return out
 
 
 def tagged_inline(model: onnx.ModelProto, source: str = ""):

@@ -138,12 +138,15 @@ def passes_on():
 
 
 def test_a_nested_call_left_without_its_attribute_takes_the_inner_functions_default():
-    nodes = [call("PassesOn", ["x"], ["y1"], o=2.0), call("PassesOn", ["x"], ["y2"])]
-    original = model(nodes, [shifted(), passes_on()], outputs=[vi("y1"), vi("y2")])
+    # Shifted is called from the graph too, so both functions are called there: the nested call still gets its
+    # default once its caller leaves the reference unset.
+    nodes = [call("PassesOn", ["x"], ["y1"], o=2.0), call("PassesOn", ["x"], ["y2"]),
+             call("Shifted", ["x"], ["y3"], shift=-1.0)]
+    original = model(nodes, [shifted(), passes_on()], outputs=[vi("y1"), vi("y2"), vi("y3")])
     fused, report = run_surgery(original)
-    assert sorted(r.bias for r in report.replaced) == ["0.25 (scalar)", "2 (scalar)"]
+    assert sorted(r.bias for r in report.replaced) == ["-1 (scalar)", "0.25 (scalar)", "2 (scalar)"]
     want, got = ort_run(original, {"x": X}), ReferenceExecutor(fused).run({"x": X})
-    for name, shift in (("y1", 2.0), ("y2", 0.25)):
+    for name, shift in (("y1", 2.0), ("y2", 0.25), ("y3", -1.0)):
         np.testing.assert_allclose(want[name], X / (1 + np.exp(-X)) + shift, rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-6)
 
@@ -193,15 +196,20 @@ def test_a_function_that_shadows_a_standard_op_is_refused_in_one_line(tmp_path, 
         assert len(error_lines(err)) == 1 and "Traceback" not in err
 
 
-def test_functions_that_cannot_be_inlined_are_refused_in_one_line(tmp_path, capsys):
-    loop = h.make_function("local", "Again", ["a"], ["b"], [call("Again", ["a"], ["b"])], [h.make_opsetid("local", 1)])
+def calling(name, callee):
+    return h.make_function("local", name, ["a"], ["b"], [call(callee, ["a"], ["b"])], [h.make_opsetid("local", 1)])
+
+
+@pytest.mark.parametrize("functions", [[calling("Again", "Again")], [calling("Ping", "Pong"), calling("Pong", "Ping")]],
+                         ids=["itself", "each other"])
+def test_recursive_functions_are_refused_in_one_line(functions, tmp_path, capsys):
     src = tmp_path / "recursive.onnx"
-    onnx.save(model([call("Again", ["x"], ["y"])], [loop]), src)
+    onnx.save(model([call(functions[0].name, ["x"], ["y"])], functions), src)
     for command in (["fuse", str(src), "-o", str(tmp_path / "out.onnx")],
                     ["check", str(src), "--reference", str(src)]):
         assert main(command) == EXIT_USAGE
         err = capsys.readouterr().err
-        assert "the model-local functions cannot be inlined" in err and "recursive" in err
+        assert "the model-local functions cannot be inlined" in err and "must not be recursive" in err
         assert len(error_lines(err)) == 1 and "Traceback" not in err
 
 
