@@ -43,22 +43,34 @@ ORIGIN_KEY = "torchtrt_swish.function"
 _STANDARD_DOMAINS = ("", "ai.onnx")
 
 
-def function_id(domain: str, name: str) -> str:
-    """How messages name a function or an op: 'domain::name', or 'name' in the ONNX domain."""
-    return name if domain in _STANDARD_DOMAINS else f"{domain}::{name}"
+def _show(key: tuple[str, str, str]) -> str:
+    domain, name, overload = key
+    return (f"{domain}::{name}" if domain else name) + (f"[{overload}]" if overload else "")
 
 
-def _key(domain: str, name: str) -> tuple[str, str]:
-    return ("" if domain in _STANDARD_DOMAINS else domain), name
+def function_id(item: onnx.FunctionProto | onnx.NodeProto) -> str:
+    """How messages name a function (or the one a node calls): 'domain::name', 'name' in the ONNX domain, and
+    '[overload]' after it when it has one."""
+    return _show(_key(item))
+
+
+def _domain(domain: str) -> str:
+    return "" if domain in _STANDARD_DOMAINS else domain
+
+
+def _key(item: onnx.NodeProto | onnx.FunctionProto) -> tuple[str, str, str]:
+    """What a call (a node) and the function it calls have in common: domain, name (op_type) and overload."""
+    name = item.name if isinstance(item, onnx.FunctionProto) else item.op_type
+    return _domain(item.domain), name, item.overload
 
 
 def called_functions(model: onnx.ModelProto) -> list[onnx.FunctionProto]:
     """The model's local functions that some node calls, from the main graph, a body or another called function."""
-    local = {_key(f.domain, f.name): f for f in model.functions}
-    calls = {_key(n.domain, n.op_type) for _, g in iter_graphs(model.graph) for n in g.node} & set(local)
+    local = {_key(f): f for f in model.functions}
+    calls = {_key(n) for _, g in iter_graphs(model.graph) for n in g.node} & set(local)
     todo = list(calls)
     while todo:
-        inner = {_key(n.domain, n.op_type) for n in function_nodes(local[todo.pop()])} & set(local)
+        inner = {_key(n) for n in function_nodes(local[todo.pop()])} & set(local)
         todo += inner - calls
         calls |= inner
     return [f for key, f in local.items() if key in calls]
@@ -80,18 +92,18 @@ def ambiguity_problem(model: onnx.ModelProto) -> str | None:
 
 def _add_function_opsets(model: onnx.ModelProto, functions) -> None:
     """Import into `model` the domains its inlined nodes came with (the inliner leaves the imports as they were)."""
-    have = {_key(o.domain, "")[0] for o in model.opset_import}
+    have = {_domain(o.domain) for o in model.opset_import}
     for f in functions:
         for o in f.opset_import:
-            if _key(o.domain, "")[0] not in have:
+            if _domain(o.domain) not in have:
                 model.opset_import.append(onnx.helper.make_opsetid(o.domain, o.version))
-                have.add(_key(o.domain, "")[0])
+                have.add(_domain(o.domain))
 
 
 def _give_defaults(nodes, local: dict) -> None:
     """Give each call among `nodes` the defaults (FunctionProto.attribute_proto) of the attributes it leaves out."""
     for node in nodes:
-        if (f := local.get(_key(node.domain, node.op_type))) is not None:
+        if (f := local.get(_key(node))) is not None:
             given = {a.name for a in node.attribute}
             node.attribute.extend(a for a in f.attribute_proto if a.name not in given)
 
@@ -111,7 +123,7 @@ def _in_a_cycle(calls: dict) -> str | None:
         done.add(key)
         return found
 
-    return next((function_id(*key) for key in calls if visit(key)), None)
+    return next((_show(key) for key in calls if visit(key)), None)
 
 
 def inline_functions(model: onnx.ModelProto, source: str = "") -> onnx.ModelProto:
@@ -122,8 +134,8 @@ def inline_functions(model: onnx.ModelProto, source: str = "") -> onnx.ModelProt
     where = f"{source}: " if source else ""
     if (why := ambiguity_problem(model)) is not None:
         raise OnnxInputError(f"{where}{why}")
-    local = {_key(f.domain, f.name): f for f in model.functions}
-    calls = {key: {_key(n.domain, n.op_type) for n in function_nodes(f)} & set(local) for key, f in local.items()}
+    local = {_key(f): f for f in model.functions}
+    calls = {key: {_key(n) for n in function_nodes(f)} & set(local) for key, f in local.items()}
     if (looping := _in_a_cycle(calls)) is not None:
         raise OnnxInputError(f"{where}the model-local functions cannot be inlined (function {looping!r} calls itself, "
                              "directly or through others: model-local functions must not be recursive)")
@@ -132,7 +144,7 @@ def inline_functions(model: onnx.ModelProto, source: str = "") -> onnx.ModelProt
     # onnx's inliner binds the attributes a call sets, never the function's defaults. So each round inlines the
     # called functions that no other of them calls, after giving their calls the defaults they leave out: a call
     # from a function body is inlined only once it stands where it runs, its references bound or left unset.
-    while outer := {_key(n.domain, n.op_type) for _, g in iter_graphs(out.graph) for n in g.node} & set(local):
+    while outer := {_key(n) for _, g in iter_graphs(out.graph) for n in g.node} & set(local):
         now = {key for key in outer if not any(key in calls[other] for other in outer)}
         _give_defaults((n for _, g in iter_graphs(out.graph) for n in g.node), local)
         del out.functions[:]
@@ -143,7 +155,7 @@ def inline_functions(model: onnx.ModelProto, source: str = "") -> onnx.ModelProt
             out = onnx.inliner.inline_local_functions(out, convert_version=True)
         except Exception as exc:  # noqa: BLE001 - the inliner raises ValidationError, RuntimeError (C++ asserts), ...
             raise OnnxInputError(f"{where}the model-local functions cannot be inlined ({first_line(exc)})") from None
-        if left := sorted(function_id(*key) for key in now & {_key(n.domain, n.op_type)
+        if left := sorted(_show(key) for key in now & {_key(n)
                                                               for _, g in iter_graphs(out.graph) for n in g.node}):
             raise OnnxInputError(f"{where}model-local function(s) {', '.join(left)} could not be inlined (onnx "
                                  "cannot convert them to the model's ONNX opset)")
@@ -160,7 +172,7 @@ def tagged_inline(model: onnx.ModelProto, source: str = ""):
     for f in tagged.functions:
         for index, node in _indexed_nodes(f):
             key = str(len(origins))
-            origins[key] = (function_id(f.domain, f.name), node_label(node, index), onnx.NodeProto.FromString(
+            origins[key] = (function_id(f), node_label(node, index), onnx.NodeProto.FromString(
                 node.SerializeToString()))
             entry = node.metadata_props.add()
             entry.key, entry.value = ORIGIN_KEY, key
@@ -193,32 +205,32 @@ def tensorrt_function_problems(model: onnx.ModelProto) -> list[str]:
     problems = []
     for f in called:
         if _tensorrt_builtin(f.name):
-            problems.append(f"model-local function {function_id(f.domain, f.name)!r} is called, but TensorRT's ONNX "
+            problems.append(f"model-local function {function_id(f)!r} is called, but TensorRT's ONNX "
                             f"parser imports every node of op_type {f.name!r} as its built-in op, whatever the "
                             "domain; rename the function")
         if len(twins := [g for g in model.functions if g.name == f.name]) > 1:
-            names = ", ".join(sorted(repr(function_id(g.domain, g.name)) for g in twins))
+            names = ", ".join(sorted(repr(function_id(g)) for g in twins))
             problems.append(f"model-local functions {names} share a name, and TensorRT's ONNX parser keys functions "
                             "by name alone (it would run one of them for every call); rename them")
-    local = {_key(f.domain, f.name): f for f in model.functions}
+    local = {_key(f): f for f in model.functions}
     calls = [(f"node {node_label(n, i)!r}{f' (in {where})' if where else ''}", None, n)
              for where, g in iter_graphs(model.graph) for i, n in enumerate(g.node)]
-    calls += [(f"a node of function {function_id(f.domain, f.name)!r}", f, n)
+    calls += [(f"a node of function {function_id(f)!r}", f, n)
               for f in called for n in function_nodes(f)]
     for who, caller, node in calls:
-        if (f := local.get(_key(node.domain, node.op_type))) is None:
+        if (f := local.get(_key(node))) is None:
             continue
         if caller is not None and (passed := [a.name for a in node.attribute if a.ref_attr_name]):
             problems.append(
-                f"model-local function {function_id(caller.domain, caller.name)!r} passes attribute(s) "
-                f"{', '.join(map(repr, passed))} on to function {function_id(f.domain, f.name)!r} by reference: "
+                f"model-local function {function_id(caller)!r} passes attribute(s) "
+                f"{', '.join(map(repr, passed))} on to function {function_id(f)!r} by reference: "
                 "TensorRT's ONNX parser resolves a reference only in the function that holds it, so the inner "
                 "function would read an empty value; pass the value itself, or inline the functions")
         given = {a.name for a in node.attribute} | {a.name for a in f.attribute_proto}
         if unset := sorted({a.ref_attr_name for n in function_nodes(f) for a in n.attribute if a.ref_attr_name}
                            - given):
             problems.append(
-                f"{who} calls function {function_id(f.domain, f.name)!r} without its attribute(s) "
+                f"{who} calls function {function_id(f)!r} without its attribute(s) "
                 f"{', '.join(map(repr, unset))}, which has no default: ONNX leaves the attributes that refer to it "
                 "unset, TensorRT's ONNX parser reads them as empty values; set them on the call")
     return list(dict.fromkeys(problems))

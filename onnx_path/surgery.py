@@ -491,7 +491,7 @@ def _run_surgery(model: onnx.ModelProto, passes: Sequence[str], fold_bias: bool)
         del out.metadata_props[:]
         out.metadata_props.extend(model.metadata_props)
         prune_unused_domains(out)
-        report.inlined = [function_id(f.domain, f.name) for f in called_functions(model)]
+        report.inlined = [function_id(f) for f in called_functions(model)]
         # The passes check the contract before they replace anything; a node they emit that breaks it is a bug here.
         if problems := model_problems(out, only={r.node for r in report.replaced}):
             raise RuntimeError("surgery emitted nodes that break the SwishBias contract: " + "; ".join(problems))

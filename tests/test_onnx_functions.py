@@ -181,6 +181,29 @@ def test_fuse_imports_the_domains_a_function_brought_along(tmp_path):
     onnx.checker.check_model(fused)
 
 
+def overloads():
+    """local.F, overload 'silu' (a swish) and overload 'relu', each called once: y1 = F[silu](x), y2 = F[relu](x)."""
+    swish, relu = silu("F"), h.make_function("local", "F", ["a"], ["b"], [h.make_node("Relu", ["a"], ["b"])],
+                                             [h.make_opsetid("", OPSET)])
+    swish.overload, relu.overload = "silu", "relu"
+    calls = [call("F", ["x"], ["y1"]), call("F", ["x"], ["y2"])]
+    calls[0].overload, calls[1].overload = "silu", "relu"
+    m = model(calls, [swish, relu], outputs=[vi("y1"), vi("y2")])
+    m.ir_version = 10  # overloads came with IR 10
+    return m
+
+
+def test_each_call_inlines_the_overload_it_names():
+    original = overloads()
+    onnx.checker.check_model(original, full_check=True)
+    fused, report = run_surgery(original)
+    assert [r.kind for r in report.replaced] == ["sigmoid-mul"]
+    assert report.inlined == ["local::F[silu]", "local::F[relu]"]
+    want, got = ort_run(original, {"x": X}), ReferenceExecutor(fused).run({"x": X})
+    for name in ("y1", "y2"):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-6)
+
+
 def test_a_custom_domain_function_named_like_a_standard_op_is_never_taken_for_it(tmp_path, capsys):
     # custom.Sigmoid is a Relu: x * custom.Sigmoid(x) is not a swish, inlined or not.
     relu = h.make_function("custom", "Sigmoid", ["a"], ["b"], [h.make_node("Relu", ["a"], ["b"])],

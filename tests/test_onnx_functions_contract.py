@@ -17,7 +17,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 from test_onnx_engine import fake_tensorrt, plugin_lib  # noqa: F401 (fixture)
-from test_onnx_functions import call, error_lines, export_with_functions, model, vi
+from test_onnx_functions import call, error_lines, export_with_functions, model, overloads, vi
 
 import torchtrt_swish as ts
 from onnx_path.cli import EXIT_USAGE, main
@@ -173,6 +173,8 @@ TENSORRT_CASES = {
                        h.make_node("Shifted", ["t"], ["y"], domain="b", shift=2.0)],
                       [shifted_by(domain="a"), shifted_by(domain="b")], opsets=[("a", 1), ("b", 1)]),
         "model-local functions 'a::Shifted', 'b::Shifted' share a name"),
+    "two overloads of one function": (
+        overloads, "model-local functions 'local::F[relu]', 'local::F[silu]' share a name"),
     "a reference passed on to a nested call": (
         lambda: model([call("Outer", ["x"], ["y"], o=1.0)], [shifted_by(), nested_reference()]),
         "model-local function 'local::Outer' passes attribute(s) 'shift' on to function 'local::Shifted' by "
