@@ -248,6 +248,27 @@ def test_recursive_functions_are_refused_in_one_line(functions, tmp_path, capsys
         assert len(error_lines(err)) == 1 and "Traceback" not in err and "--backends" not in err
 
 
+def test_check_runs_swishbias_in_functions_nested_and_called_from_if_and_loop_bodies(tmp_path, capsys):
+    # The same model with local.Silu computed by a SwishBias node (bias 0), checked against the unfused one.
+    original = nested_and_in_bodies()
+    fused = onnx.ModelProto()
+    fused.CopyFrom(original)
+    body = [h.make_node("Constant", [], ["zero"], value=nh.from_array(np.zeros(1, np.float32))),
+            h.make_node("SwishBias", ["a", "zero"], ["b"], domain=SWISH_DOMAIN, name="sb", plugin_version="1",
+                        plugin_namespace=SWISH_DOMAIN)]
+    silu_function = next(f for f in fused.functions if f.name == "Silu")
+    del silu_function.node[:]
+    silu_function.node.extend(body)
+    silu_function.opset_import.append(h.make_opsetid(SWISH_DOMAIN, 1))
+    src, candidate, out = tmp_path / "o.onnx", tmp_path / "c.onnx", tmp_path / "p.json"
+    onnx.save(original, src)
+    onnx.save(fused, candidate)
+    assert main(["check", str(candidate), "--reference", str(src), "--json", str(out)]) == EXIT_OK
+    report = json.loads(out.read_text())
+    assert {(c["runner"], r["name"]) for c in report["comparisons"] for r in c["outputs"] if r["passed"]} == {
+        (runner, y) for runner in ("onnx-reference+swish", "onnxruntime+swish") for y in ("y1", "y2", "y3")}
+
+
 # ---------------------------------------------------------------------- torch's export_modules_as_functions
 
 
