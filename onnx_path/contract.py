@@ -234,17 +234,20 @@ def function_problems(model: onnx.ModelProto, *, only: set[str] | None = None) -
     for where, node in ((w, n) for w, g in iter_graphs(inlined.graph) for n in g.node):
         if node.op_type != SWISH_OP or (key := origin(node)) is None:
             continue
-        function, label, written = origins[key]
+        function, label, inside, written = origins[key]
         if only is not None and label not in only:
             continue
+        # `where` runs down to the node: the call's place, then the bodies inside the function that hold the node.
+        depth = inside.count(" / ") + 1 if inside else 0
+        called = " / ".join(where.split(" / ")[:-depth]) if depth else where
+        place = f"in function {function!r}{f', {inside}' if inside else ''}{f'; called in {called}' if called else ''}"
         # The call's attribute values and types, told in the names the function uses (the inliner renames values).
         shown = onnx.NodeProto()
         shown.CopyFrom(node)
         shown.input[:], shown.output[:] = written.input, written.output
         known = {mine: types.get(theirs, (None, None)) for mine, theirs in zip(written.input, node.input)}
         if (why := node_problem(shown, known)) is not None:
-            problems.append(f"{SWISH_OP} node {label!r} (in function {function!r}{f', {where}' if where else ''}) "
-                            f"{why}")
+            problems.append(f"{SWISH_OP} node {label!r} ({place}) {why}")
     return list(dict.fromkeys(problems))  # one line per problem, however many calls share it
 
 

@@ -165,15 +165,16 @@ def inline_functions(model: onnx.ModelProto, source: str = "") -> onnx.ModelProt
 
 def tagged_inline(model: onnx.ModelProto, source: str = ""):
     """(inline_functions of a copy, origins): each node of the copy's functions carries a key of `origins`, which
-    maps it to (function, the node's label in it, the node as the function writes it); see origin()."""
+    maps it to (function, the node's label, where it is in the function, the node as the function writes it); see
+    origin()."""
     tagged = onnx.ModelProto()
     tagged.CopyFrom(model)
     origins = {}
     for f in tagged.functions:
-        for index, node in _indexed_nodes(f):
+        for where, index, node in _indexed_nodes(f):
             key = str(len(origins))
-            origins[key] = (function_id(f), node_label(node, index), onnx.NodeProto.FromString(
-                node.SerializeToString()))
+            origins[key] = (function_id(f), node_label(node, index), where,
+                            onnx.NodeProto.FromString(node.SerializeToString()))
             entry = node.metadata_props.add()
             entry.key, entry.value = ORIGIN_KEY, key
     return inline_functions(tagged, source), origins
@@ -237,14 +238,16 @@ def tensorrt_function_problems(model: onnx.ModelProto) -> list[str]:
 
 
 def _indexed_nodes(function: onnx.FunctionProto):
-    """(index in its graph, node) for a function's nodes and the nodes of their If/Loop/Scan bodies."""
+    """(where in the function, index in its graph, node) for a function's nodes and those of their bodies; `where`
+    as iter_graphs says it ('' for the function's own nodes)."""
     for index, node in enumerate(function.node):
-        yield index, node
-        for _, body in subgraphs(node):
-            for _, graph in iter_graphs(body):
-                yield from enumerate(graph.node)
+        yield "", index, node
+        for attr, body in subgraphs(node):
+            for where, graph in iter_graphs(body, f"{node.op_type} node {node_label(node, index)!r} {attr}"):
+                for inner, child in enumerate(graph.node):
+                    yield where, inner, child
 
 
 def function_nodes(function: onnx.FunctionProto):
     """A function's nodes and the nodes of their If/Loop/Scan bodies."""
-    return (node for _, node in _indexed_nodes(function))
+    return (node for _, _, node in _indexed_nodes(function))

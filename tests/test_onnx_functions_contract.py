@@ -103,8 +103,23 @@ def test_a_swishbias_in_a_nested_function_called_from_a_branch_is_checked_where_
     nodes = [h.make_node("If", ["cond"], ["y"], name="branch", then_branch=then_g, else_branch=else_g)]
     m = model(nodes, [act(alpha=1.0), outer], inputs=[vi("x"), vi("cond", [], T.BOOL)], opsets=SWISH_OPSETS)
     (problem,) = model_problems(m)
-    assert problem.startswith("SwishBias node 'act' (in function 'local::Act', If node 'branch' then_branch) has "
-                              "attribute 'alpha'"), problem
+    assert problem.startswith("SwishBias node 'act' (in function 'local::Act'; called in If node 'branch' "
+                              "then_branch) has attribute 'alpha'"), problem
+
+
+def test_a_swishbias_in_a_branch_inside_a_function_is_named_where_the_function_holds_it():
+    sb = h.make_node("SwishBias", ["a", "z"], ["t_out"], domain="torchtrt_swish", alpha=1.0, **PLUGIN)
+    zero = h.make_node("Constant", [], ["z"], value=nh.from_array(np.zeros(1, np.float32)))
+    then_g = h.make_graph([zero, sb], "then", [], [vi("t_out")])
+    else_g = h.make_graph([h.make_node("Identity", ["a"], ["e_out"])], "else", [], [vi("e_out")])
+    function = h.make_function("local", "Cond", ["a", "c"], ["b"], [
+        h.make_node("If", ["c"], ["b"], name="iff", then_branch=then_g, else_branch=else_g)],
+        [h.make_opsetid("", 17), h.make_opsetid("torchtrt_swish", 1)])
+    m = model([call("Cond", ["x", "cond"], ["y"])], [function], inputs=[vi("x"), vi("cond", [], T.BOOL)],
+              opsets=SWISH_OPSETS)
+    (problem,) = model_problems(m)
+    assert problem.startswith("SwishBias node 'SwishBias_1' (in function 'local::Cond', If node 'iff' then_branch) "
+                              "has attribute 'alpha'"), problem
 
 
 def test_a_function_named_swishbias_is_refused_and_an_uncalled_one_is_not_checked():
