@@ -155,8 +155,7 @@ def inline_functions(model: onnx.ModelProto, source: str = "") -> onnx.ModelProt
             out = onnx.inliner.inline_local_functions(out, convert_version=True)
         except Exception as exc:  # noqa: BLE001 - the inliner raises ValidationError, RuntimeError (C++ asserts), ...
             raise OnnxInputError(f"{where}the model-local functions cannot be inlined ({first_line(exc)})") from None
-        if left := sorted(_show(key) for key in now & {_key(n)
-                                                              for _, g in iter_graphs(out.graph) for n in g.node}):
+        if left := sorted(_show(key) for key in now & {_key(n) for _, g in iter_graphs(out.graph) for n in g.node}):
             raise OnnxInputError(f"{where}model-local function(s) {', '.join(left)} could not be inlined (onnx "
                                  "cannot convert them to the model's ONNX opset)")
     _add_function_opsets(out, model.functions)
@@ -206,9 +205,9 @@ def tensorrt_function_problems(model: onnx.ModelProto) -> list[str]:
     problems = []
     for f in called:
         if _tensorrt_builtin(f.name):
-            problems.append(f"model-local function {function_id(f)!r} is called, but TensorRT's ONNX "
-                            f"parser imports every node of op_type {f.name!r} as its built-in op, whatever the "
-                            "domain; rename the function")
+            problems.append(f"model-local function {function_id(f)!r} is called, but TensorRT's ONNX parser imports "
+                            f"every node of op_type {f.name!r} as its built-in op, whatever the domain; rename the "
+                            "function")
         if len(twins := [g for g in model.functions if g.name == f.name]) > 1:
             names = ", ".join(sorted(repr(function_id(g)) for g in twins))
             problems.append(f"model-local functions {names} share a name, and TensorRT's ONNX parser keys functions "
@@ -216,24 +215,23 @@ def tensorrt_function_problems(model: onnx.ModelProto) -> list[str]:
     local = {_key(f): f for f in model.functions}
     calls = [(f"node {node_label(n, i)!r}{f' (in {where})' if where else ''}", None, n)
              for where, g in iter_graphs(model.graph) for i, n in enumerate(g.node)]
-    calls += [(f"a node of function {function_id(f)!r}", f, n)
-              for f in called for n in function_nodes(f)]
+    calls += [(f"a node of function {function_id(f)!r}", f, n) for f in called for n in function_nodes(f)]
     for who, caller, node in calls:
         if (f := local.get(_key(node))) is None:
             continue
         if caller is not None and (passed := [a.name for a in node.attribute if a.ref_attr_name]):
             problems.append(
-                f"model-local function {function_id(caller)!r} passes attribute(s) "
-                f"{', '.join(map(repr, passed))} on to function {function_id(f)!r} by reference: "
-                "TensorRT's ONNX parser resolves a reference only in the function that holds it, so the inner "
-                "function would read an empty value; pass the value itself, or inline the functions")
+                f"model-local function {function_id(caller)!r} passes attribute(s) {', '.join(map(repr, passed))} on "
+                f"to function {function_id(f)!r} by reference: TensorRT's ONNX parser resolves a reference only in "
+                "the function that holds it, so the inner function would read an empty value; pass the value "
+                "itself, or inline the functions")
         given = {a.name for a in node.attribute} | {a.name for a in f.attribute_proto}
         if unset := sorted({a.ref_attr_name for n in function_nodes(f) for a in n.attribute if a.ref_attr_name}
                            - given):
             problems.append(
-                f"{who} calls function {function_id(f)!r} without its attribute(s) "
-                f"{', '.join(map(repr, unset))}, which has no default: ONNX leaves the attributes that refer to it "
-                "unset, TensorRT's ONNX parser reads them as empty values; set them on the call")
+                f"{who} calls function {function_id(f)!r} without its attribute(s) {', '.join(map(repr, unset))}, "
+                "which has no default: ONNX leaves the attributes that refer to it unset, TensorRT's ONNX parser "
+                "reads them as empty values; set them on the call")
     return list(dict.fromkeys(problems))
 
 
