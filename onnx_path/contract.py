@@ -221,9 +221,9 @@ def function_problems(model: onnx.ModelProto, *, only: set[str] | None = None) -
     the call gives and the dtypes shape inference finds there; as in the main graph, a type it cannot find is not
     checked. A node is named by its label in its function; a function no node calls never runs and is not checked.
     """
-    problems = [f"model-local function {function_id(f)!r} has the plugin's op_type: TensorRT's ONNX "
-                f"parser would import every {SWISH_OP} node as this function (it looks functions up by name before "
-                "plugins), never the plugin; rename it" for f in model.functions if f.name == SWISH_OP]
+    problems = [f"model-local function {function_id(f)!r} has the plugin's op_type: TensorRT's ONNX parser would "
+                f"import every {SWISH_OP} node as this function (it looks functions up by name before plugins), never "
+                "the plugin; rename it" for f in model.functions if f.name == SWISH_OP]
     if not any(n.op_type == SWISH_OP for f in model.functions for n in function_nodes(f)):
         return problems
     try:
