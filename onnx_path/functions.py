@@ -23,7 +23,7 @@ from __future__ import annotations
 import onnx
 import onnx.inliner
 
-from .common import OnnxInputError, all_nodes, first_line, iter_graphs, node_label, subgraphs
+from .common import OnnxInputError, first_line, iter_graphs, node_label, subgraphs
 
 __all__ = [
     "ORIGIN_KEY",
