@@ -1,7 +1,8 @@
 """Model-local functions (FunctionProto): fuse and check handle them fully, through onnx's inliner.
 
 Functions nested in functions, called from If/Loop bodies, with attributes referred to by their nodes, written for
-another opset, and those torch's TorchScript exporter writes (``export_modules_as_functions``) with the seed's modules.
+another opset, overloaded, written by onnxscript, and those torch's TorchScript exporter writes
+(``export_modules_as_functions``, which the torch.export-based exporter ignores) with the seed's modules.
 The contract and build-engine are in test_onnx_functions_contract.py.
 """
 from __future__ import annotations
@@ -18,6 +19,9 @@ import torch
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
+from onnxscript import FLOAT, script
+from onnxscript import opset17 as op
+from onnxscript.values import Opset
 
 import torchtrt_swish as ts
 from onnx_path.cli import EXIT_OK, EXIT_USAGE, main
@@ -267,6 +271,26 @@ def test_check_runs_swishbias_in_functions_nested_and_called_from_if_and_loop_bo
     report = json.loads(out.read_text())
     assert {(c["runner"], r["name"]) for c in report["comparisons"] for r in c["outputs"] if r["passed"]} == {
         (runner, y) for runner in ("onnx-reference+swish", "onnxruntime+swish") for y in ("y1", "y2", "y3")}
+
+
+@script(Opset("local", 1), default_opset=op)
+def script_silu(x):
+    return op.Mul(x, op.Sigmoid(x))
+
+
+@script(default_opset=op)
+def script_net(x):
+    return op.Relu(script_silu(x))
+
+
+def test_an_onnxscript_model_calling_a_local_function_is_fused_and_checked(tmp_path, capsys):
+    src, out = tmp_path / "script.onnx", tmp_path / "script_swish.onnx"
+    m = script_net.to_model_proto(input_types=[FLOAT["N", 4]], output_types=[FLOAT["N", 4]])
+    assert [f.name for f in m.functions] == ["script_silu"]
+    onnx.save(m, src)
+    assert main(["fuse", str(src), "-o", str(out)]) == EXIT_OK
+    assert op_counts(onnx.load(out)) == {SWISH: 1, "Relu": 1}
+    assert main(["check", str(out), "--reference", str(src)]) == EXIT_OK
 
 
 # ---------------------------------------------------------------------- torch's export_modules_as_functions
