@@ -333,6 +333,14 @@ def test_fuse_of_a_model_whose_swishbias_sits_in_a_function_is_nothing_to_do(net
     assert out.read_bytes() == net_with_functions.read_bytes()
 
 
+def test_fuse_counts_the_swishbias_nodes_already_there_per_call(tmp_path, capsys):
+    # EfficientBlock calls its one EfficientSwish function twice: two SwishBias nodes run.
+    src = tmp_path / "block.onnx"
+    onnx.save(export_with_functions(ts.EfficientBlock(), torch.randn(1, 3, 8, 8), {ts.EfficientSwish}), src)
+    assert main(["fuse", str(src), "-o", str(tmp_path / "out.onnx")]) == EXIT_OK
+    assert "already has 2 SwishBias node(s)" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_both_cpu_executors_run_a_function_held_swishbias(net_with_functions, backend):
     m = onnx.load(net_with_functions)
