@@ -43,7 +43,7 @@ _HOMES = {
     "load_model": "model_file",
     "open_model": "model_file",
     "save_model": "model_file",
-    "op_counts": "common",
+    "op_counts": "functions",
 }
 __all__ = list(_HOMES)
 

@@ -14,7 +14,6 @@ __all__ = [
     "iter_graphs",
     "all_nodes",
     "text_attribute_problem",
-    "op_counts",
     "graph_inputs",
     "elem_type_name",
     "numpy_dtype_for",
@@ -109,15 +108,6 @@ def text_attribute_problem(model: onnx.ModelProto) -> str | None:
                     return (f"node {node_label(node, index)!r}{place} has attribute {attr.name!r} that is not UTF-8 "
                             f"text ({value[:40]!r})")
     return None
-
-
-def op_counts(model: onnx.ModelProto) -> collections.Counter:
-    """Node count per op type in the main graph and its bodies (custom domains prefixed, e.g.
-    'torchtrt_swish::SwishBias')."""
-    return collections.Counter(
-        f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
-        for _, g in iter_graphs(model.graph) for n in g.node
-    )
 
 
 def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:

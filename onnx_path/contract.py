@@ -17,10 +17,10 @@ A node whose op_type is ``SwishBias`` must:
   the surgery through ``node_problem``; ``onnx_path.engine.build_engine`` and the CPU executors
   (``onnx_path.reference``) through ``attribute_problem``.
 
-``check`` and ``build-engine`` validate every SwishBias node, in the main graph and in every If/Loop/Scan body,
-with ``model_problems`` before anything runs; the surgery applies the same
-rules to what it is about to emit (``x_dtype_problem``, ``bias_problem``) and validates its result with
-``model_problems``; the CPU executors check the plugin identity with ``identity_problem``.
+``check`` and ``build-engine`` validate every SwishBias node, in the main graph, in every If/Loop/Scan body and in
+every call of a model-local function (``function_problems``), with ``model_problems`` before anything runs; the
+surgery applies the same rules to what it is about to emit (``x_dtype_problem``, ``bias_problem``) and validates its
+result with ``model_problems``; the CPU executors check the plugin identity with ``identity_problem``.
 """
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ import onnx
 from torchtrt_swish.layout import plugin_layout
 from torchtrt_swish.plugin import PLUGIN_NAME, PLUGIN_NAMESPACE, PLUGIN_VERSION
 
-from .common import elem_type_name, iter_graphs, node_label
+from .common import all_nodes, elem_type_name, iter_graphs, node_label
+from .functions import function_id, function_nodes, origin, tagged_inline
 from .model_file import OnnxInputError
 
 # The node's identity: TensorRT's ONNX parser falls back to the plugin registry with the node's op_type as plugin
@@ -62,6 +63,7 @@ __all__ = [
     "value_types",
     "node_problem",
     "model_problems",
+    "function_problems",
     "check_swish_nodes",
 ]
 
@@ -84,8 +86,8 @@ def is_swish_node(node: onnx.NodeProto) -> bool:
 
 
 def swish_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    """The SwishBias nodes of the main graph and of its If/Loop/Scan bodies."""
-    return [n for _, g in iter_graphs(model.graph) for n in g.node if is_swish_node(n)]
+    """The SwishBias nodes of the main graph, of its If/Loop/Scan bodies and of the model-local functions."""
+    return [n for _, _, n in all_nodes(model) if is_swish_node(n)]
 
 
 def _attr_type(attr: onnx.AttributeProto) -> str:
@@ -195,18 +197,57 @@ def node_problem(node: onnx.NodeProto, types: Mapping[str, ValueType]) -> str | 
 
 
 def model_problems(model: onnx.ModelProto, *, only: set[str] | None = None) -> list[str]:
-    """'node LABEL: problem' for every SwishBias node (op_type match, any domain) that breaks it, in the main graph
-    and in every If/Loop/Scan body (the label then says where).
+    """'node LABEL: problem' for every SwishBias node (op_type match, any domain) that breaks it, in the main graph,
+    in every If/Loop/Scan body (the label then says where) and in every call of a model-local function
+    (function_problems).
 
     `only`: restrict to nodes with these names.
     """
     nodes = [(where, i, n) for where, g in iter_graphs(model.graph) for i, n in enumerate(g.node)
              if n.op_type == SWISH_OP and (only is None or n.name in only)]
-    if not nodes:
-        return []
-    types = value_types(model)
-    return [f"{SWISH_OP} node {node_label(n, i)!r}{f' (in {where})' if where else ''} {why}" for where, i, n in nodes
-            if (why := node_problem(n, types)) is not None]
+    problems = []
+    if nodes:
+        types = value_types(model)
+        problems = [f"{SWISH_OP} node {node_label(n, i)!r}{f' (in {where})' if where else ''} {why}"
+                    for where, i, n in nodes if (why := node_problem(n, types)) is not None]
+    return problems + function_problems(model, only=only)
+
+
+def function_problems(model: onnx.ModelProto, *, only: set[str] | None = None) -> list[str]:
+    """model_problems for the SwishBias nodes of the model-local functions, and a function that takes the plugin's name.
+
+    Each call is checked on the model with its functions inlined (onnx_path.functions), with the attribute values
+    the call gives and the dtypes shape inference finds there; as in the main graph, a type it cannot find is not
+    checked. A node is named by its label in its function; a function no node calls never runs and is not checked.
+    """
+    problems = [f"model-local function {function_id(f)!r} has the plugin's op_type: TensorRT's ONNX parser would "
+                f"import every {SWISH_OP} node as this function (it looks functions up by name before plugins), never "
+                "the plugin; rename it" for f in model.functions if f.name == SWISH_OP]
+    if not any(n.op_type == SWISH_OP for f in model.functions for n in function_nodes(f)):
+        return problems
+    try:
+        inlined, origins = tagged_inline(model)
+    except OnnxInputError as exc:
+        return [*problems, f"the {SWISH_OP} nodes of the model-local functions cannot be checked: {exc}"]
+    types = value_types(inlined)
+    for where, node in ((w, n) for w, g in iter_graphs(inlined.graph) for n in g.node):
+        if node.op_type != SWISH_OP or (key := origin(node)) is None:
+            continue
+        function, label, inside, written = origins[key]
+        if only is not None and label not in only:
+            continue
+        # `where` runs down to the node: the call's place, then the bodies inside the function that hold the node.
+        depth = inside.count(" / ") + 1 if inside else 0
+        called = " / ".join(where.split(" / ")[:-depth]) if depth else where
+        place = f"in function {function!r}{f', {inside}' if inside else ''}{f'; called in {called}' if called else ''}"
+        # The call's attribute values and types, told in the names the function uses (the inliner renames values).
+        shown = onnx.NodeProto()
+        shown.CopyFrom(node)
+        shown.input[:], shown.output[:] = written.input, written.output
+        known = {mine: types.get(theirs, (None, None)) for mine, theirs in zip(written.input, node.input)}
+        if (why := node_problem(shown, known)) is not None:
+            problems.append(f"{SWISH_OP} node {label!r} ({place}) {why}")
+    return list(dict.fromkeys(problems))  # one line per problem, however many calls share it
 
 
 def check_swish_nodes(model: onnx.ModelProto, source: str = "model") -> None:

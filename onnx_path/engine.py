@@ -8,7 +8,8 @@ What it lacks stays here: the plugin goes into the registry through :func:`torch
 the profile comes from our shape specs (plain Python, tested without TensorRT), and failures are errors that say
 what to fix. That is why the ONNX parser is called here and not through ``NetworkFromOnnxPath``, which keeps the
 parser's errors to its log: when the parser cannot resolve a node, the error names the plugin name, version and
-namespace it looked for, and the library that was loaded.
+namespace it looked for, and the library that was loaded. Model-local functions go to the parser as they are (it
+imports them); what it would import otherwise than ONNX defines is refused first (``onnx_path.functions``).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from torchtrt_swish._output import first_line
 
 from .common import graph_inputs
 from .contract import SwishContractError, attribute_problem, is_swish_node, swish_nodes
+from .functions import tensorrt_function_problems
 from .model_file import OnnxInputError, load_model
 
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -209,6 +211,8 @@ def build_engine(
         # TensorRT's parser drops such attributes without a word; every other contract breach it reports itself.
         if (why := attribute_problem(a.name for a in node.attribute)) is not None:
             raise SwishContractError(f"{onnx_path}: {node.op_type} node {node.name!r} {why}")
+    if problems := tensorrt_function_problems(model):  # TensorRT's parser imports these functions in its own way
+        raise OnnxInputError(f"{onnx_path}: " + "; ".join(problems))
     if not graph_inputs(model):
         raise OnnxInputError(f"{onnx_path}: the model has no inputs")
     profiles = profile_shapes(model, min_shapes, opt_shapes, max_shapes)

@@ -17,21 +17,23 @@ fusion (``--reference``) or the reference torch model exported to ONNX in the ca
 (``export_baseline``) — against the same reference, and an output also passes when its max |err| is at most
 ``BASELINE_FACTOR`` times its baseline's. NaN and infinities are evidence: the statistics, the non-finite counts
 and the verdict rules (``onnx_path.verdict``) never read them as error 0, and a baseline with them excuses nothing.
-The report prints both (and says which one passed), warns about outputs
-whose magnitude is not above ``atol`` (anything passes there), and comes as a table and as JSON. Per-layer mode
-marks every tensor of the ONNX graphs as an output (Polygraphy's ``modify_outputs(MARK_ALL)``) and also compares
-the ONNX runners tensor by tensor, matching outputs by exact name.
+The report prints both (and says which one passed), warns about outputs whose magnitude is not above ``atol``
+(anything passes there) or that have no elements (nothing was compared: their statistics are None, JSON null), and
+comes as a table and as JSON. Per-layer mode marks every tensor of the ONNX graphs as an output (Polygraphy's
+``modify_outputs(MARK_ALL)``) and also compares the ONNX runners tensor by tensor, matching outputs by exact name.
 
 Requests that cannot be compared as asked — a missing engine file, inputs or outputs that differ from the
-reference's, a reference ONNX Runtime cannot run, no candidate left to run — raise ``ParityInputError``; a runner
-that fails on the inputs (an op it lacks, sizes the model cannot take, memory) raises its subclass ``RunFailure``,
-and inputs that cannot be made (an axis without a size, or too large to allocate) raise ``FeedError``.
+reference's, a reference ONNX Runtime cannot run, no candidate left to run, outputs that all have no elements —
+raise ``ParityInputError``; a runner that fails on the inputs (an op it lacks, sizes the model cannot take, memory)
+raises its subclass ``RunFailure``, and inputs that cannot be made (an axis without a size, or too large to allocate)
+raise ``FeedError``.
 """
 from __future__ import annotations
 
 import contextlib
 import copy
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -52,7 +54,8 @@ from torchtrt_swish.dtypes import TOLERANCES
 
 from .common import elem_type_name, graph_inputs, numpy_dtype_for
 from .feeds import FeedError, non_tensor_io, onnx_input_metadata, random_feeds, show_shape
-from .model_file import OnnxModel, with_inferred_types
+from .functions import inline_functions
+from .model_file import OnnxInputError, OnnxModel, with_inferred_types
 from .models import flush_denormals
 from .reference import ReferenceExecutor, numpy_to_torch, ort_session
 from .verdict import (
@@ -60,10 +63,14 @@ from .verdict import (
     BASELINE_SUFFIX,
     ParityReport,
     check_tolerance,
+    empty_outputs,
     error_stats,
+    is_empty,
     judge,
+    magnitudes,
     make_row,
     merge_stats,
+    output_notes,
 )
 
 REFERENCE_NAME = "pytorch-fp64"
@@ -239,18 +246,6 @@ def _run_each(runners: Sequence[BaseRunner], feeds: Sequence[Mapping[str, np.nda
     return results
 
 
-def _magnitudes(iterations) -> dict[str, float]:
-    """Largest finite |value| per output over all iterations of one runner (NaN when none is finite)."""
-    out: dict[str, float] = {}
-    for it in iterations:
-        for name, value in it.items():
-            a = np.abs(np.asarray(value, dtype=np.float64))
-            finite = a[np.isfinite(a)]
-            big = float(finite.max()) if finite.size else float("nan")
-            out[name] = big if name not in out or np.isnan(out[name]) else max(out[name], big)
-    return out
-
-
 # NumPy's floating-point warnings (0 * inf in the executors, inf - inf in Polygraphy's statistics) are third-party
 # text on stderr; the non-finite values themselves stay in the outputs and count as evidence.
 @np.errstate(all="ignore")
@@ -275,14 +270,17 @@ def compare_runners(
     the same executor). A baseline is compared with the reference too, and a candidate output that fails the
     absolute bounds still passes when its max |err| is at most BASELINE_FACTOR times its baseline's: the candidate
     then adds no error beyond what running the model in this dtype on this executor costs anyway. Reference outputs
-    (those in `warn_outputs`, default all) whose magnitude is not above atol get a warning.
+    (those in `warn_outputs`, default all) whose magnitude is not above atol, or that have no elements, get a
+    warning; ParityInputError when no compared output has any element (nothing was compared).
     """
     atol, rtol = tolerances or TOLERANCES[dtype]
     atol, rtol = check_tolerance("atol", atol), check_tolerance("rtol", rtol)
     baseline_of = dict(baseline_of or {})
     baseline_indices = set(baseline_of.values())
     pairs = [(i, reference_index) for i in range(len(runners)) if i != reference_index] + list(extra_pairs)
-    with G_LOGGER.verbosity(G_LOGGER.CRITICAL):
+    with G_LOGGER.verbosity(G_LOGGER.CRITICAL), warnings.catch_warnings():
+        # Polygraphy averages an output with no elements too; the rows say what was compared (verdict.is_empty).
+        warnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
         results = _run_each(runners, feeds)
         accuracy = Comparator.compare_accuracy(
             results,
@@ -305,8 +303,8 @@ def compare_runners(
                 make_row(out, merge_stats([error_stats(a[out], b[out]) for a, b in pairs_of_iterations]), ok)
                 for out, ok in within.items()]
 
-    magnitude = _magnitudes(results[reference_name])
-    comparisons, baselines, warnings = [], [], []
+    magnitude = magnitudes(results[reference_name])
+    comparisons, baselines = [], []
     for i, j in pairs:
         rows = by_pair.get((runners[i].name, runners[j].name), [])
         entry = {"runner": runners[i].name, "reference": runners[j].name, "outputs": rows}
@@ -321,14 +319,15 @@ def compare_runners(
                 row["reference_max_abs"] = magnitude.get(row["name"])
         entry["passed"] = bool(rows) and all(r["passed"] for r in rows)
         comparisons.append(entry)
-    for name, big in magnitude.items():
-        if (warn_outputs is None or name in warn_outputs) and big <= atol:
-            warnings.append(f"output {name!r} of {reference_name} is at most {big:.3g} in magnitude, not above "
-                            f"atol {atol:g}: 'within tolerance' says nothing about it (use a smaller --atol, "
-                            "other inputs, or a calibrated model)")
+    empty = empty_outputs(results[reference_name])
+    rows = [r for c in comparisons for r in c["outputs"]]
+    if rows and all(is_empty(r) for r in rows):
+        raise ParityInputError("nothing to compare: every output has no elements on these inputs ("
+                               + ", ".join(f"{n}: {show_shape(s)}" for n, s in empty.items()) + ")")
+    notes = output_notes(reference_name, magnitude, empty, atol, warn_outputs)
     return ParityReport(dtype=dtype, atol=atol, rtol=rtol, reference=reference_name, comparisons=comparisons,
                         skipped=list(skipped), per_layer=per_layer, model=model_name, baselines=baselines,
-                        baseline_model=baseline_model, warnings=warnings)
+                        baseline_model=baseline_model, warnings=notes)
 
 
 def _has_ort_extensions() -> bool:
@@ -434,6 +433,14 @@ def _ort_reference_runner(model: OnnxModel, name: str, what: str):
     return OnnxrtRunner(session, name=name)
 
 
+def _inlined(model: OnnxModel | None, what: str) -> OnnxModel | None:
+    """`model` with its local functions inlined (inline_functions), or ParityInputError naming `what`."""
+    try:
+        return None if model is None else model.with_proto(inline_functions(model.proto, what))
+    except OnnxInputError as exc:
+        raise ParityInputError(str(exc)) from None
+
+
 def _check_parity(
     onnx_model: OnnxModel | onnx.ModelProto,
     *,
@@ -466,6 +473,9 @@ def _check_parity(
                                                                                    baseline_onnx))
     if (why := non_tensor_io(model.proto)) is not None:
         raise ParityInputError(why)
+    # Every runner sees the models with their local functions inlined (per-layer mode marks what runs in them too).
+    model, reference, baseline = (_inlined(m, what) for m, what in ((model, model_name or "the model"),
+                                                                   (reference, "the reference"), (baseline, "the baseline")))
     for what, opened in ((model_name or "the model", model), ("the reference", reference), ("the baseline", baseline)):
         if opened is not None and (why := opened.weights_problem()) is not None:
             raise ParityInputError(f"{what}: its weights cannot be read: {why}")

@@ -15,7 +15,7 @@ ONNX route can be checked end to end here. Two executors:
 
 Both check the node's plugin identity the way TensorRT's parser looks it up (op_type, ``plugin_version`` default
 "1", ``plugin_namespace`` default "", never the domain: ``onnx_path.contract.identity_problem``), so a node TensorRT
-could not resolve fails here too.
+could not resolve fails here too. Both run a model's local functions inlined (``onnx_path.functions``).
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ import torchtrt_swish
 
 from .common import iter_graphs
 from .contract import SWISH_DOMAIN, SWISH_OP, attribute_problem, identity_problem, is_swish_node, value_types
+from .functions import inline_functions
 from .model_file import OnnxInputError, OnnxModel
 from .surgery_values import sparse_to_dense
 
@@ -156,6 +157,7 @@ class ReferenceExecutor:
         model = OnnxModel.of(model)
         if (why := model.weights_problem()) is not None:
             raise OnnxInputError(why)
+        model = model.with_proto(inline_functions(model.proto))  # onnx.reference runs no new_ops in a function
         self.model = model.proto
         version = next((o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")), None)
         used = {n.op_type for _, g in iter_graphs(self.model.graph) for n in g.node if n.domain in ("", "ai.onnx")}
@@ -212,8 +214,8 @@ def _register_ort_ops() -> None:
 def rewrite_for_ort(model: onnx.ModelProto) -> onnx.ModelProto:
     """Copy of `model` whose SwishBias nodes are onnxruntime-extensions Python ops in ai.onnx.contrib."""
     out = onnx.ModelProto()
-    out.CopyFrom(model)
-    types = value_types(model)  # best effort: an x of unknown type falls back to float32 below
+    out.CopyFrom(inline_functions(model))  # a SwishBias node inside a function is rewritten where it runs
+    types = value_types(out)  # best effort: an x of unknown type falls back to float32 below
     for node in (n for _, g in iter_graphs(out.graph) for n in g.node):  # If/Loop/Scan bodies included
         if not is_swish_node(node):
             continue

@@ -58,6 +58,10 @@ Every pass runs on the main graph and on every If/Loop/Scan body (a tensor read 
 counts as another consumer), unused-domain pruning counts the bodies' nodes, and the result passes
 ``onnx.checker.check_model`` at the input's IR version: below IR 4, where every initializer must also be a graph
 input, the main graph lists its new constants as inputs and a body gets them as ``Constant`` nodes.
+
+Model-local functions are inlined first (``onnx_path.functions.inline_functions``), so a pattern inside a function,
+nested or called from a body, is fused like one of the main graph; a model that the passes changed is written with
+its functions inlined (the report lists them), one they did not change is written as it came.
 """
 from __future__ import annotations
 
@@ -72,7 +76,7 @@ from onnx_graphsurgeon.logger import G_LOGGER
 
 from torchtrt_swish.layout import SCALAR, plugin_layout
 
-from .common import numpy_dtype_for, op_counts, text_attribute_problem
+from .common import numpy_dtype_for, text_attribute_problem
 from .contract import (
     PLUGIN_NAMESPACE,
     PLUGIN_VERSION,
@@ -83,6 +87,7 @@ from .contract import (
     x_dtype_problem,
 )
 from .model_file import OnnxInputError, OnnxModel, with_inferred_types
+from .functions import called_functions, function_id, inline_functions, op_counts
 from .surgery_model import (
     check_emitted,
     hide_non_tensor_types,
@@ -429,13 +434,15 @@ def _run_surgery(model: onnx.ModelProto, passes: Sequence[str], fold_bias: bool)
     if (why := text_attribute_problem(model)) is not None:
         raise OnnxInputError(why)  # graphsurgeon (and TensorRT's parser) read string attributes as UTF-8
     report = SurgeryReport(counts_before=dict(op_counts(model)))
+    # Patterns inside model-local functions are fused like the main graph's: on the model with its calls inlined.
+    flat = inline_functions(model)
     # Initializers also listed as graph inputs are defaults the caller may override. graphsurgeon would import them
     # as constants (and export them as plain initializers): take them out, so they are graph inputs to the passes
     # (never folded), and put the defaults back afterwards.
     overridable = {i.name for i in model.graph.input} & {t.name for t in model.graph.initializer}
     defaults = [t for t in model.graph.initializer if t.name in overridable]
     work = onnx.ModelProto()
-    work.CopyFrom(model)
+    work.CopyFrom(flat)
     if defaults:
         kept = [t for t in work.graph.initializer if t.name not in overridable]
         del work.graph.initializer[:]
@@ -481,6 +488,7 @@ def _run_surgery(model: onnx.ModelProto, passes: Sequence[str], fold_bias: bool)
         del out.metadata_props[:]
         out.metadata_props.extend(model.metadata_props)
         prune_unused_domains(out)
+        report.inlined = [function_id(f) for f in called_functions(model)]
         # The passes check the contract before they replace anything; a node they emit that breaks it is a bug here.
         if problems := model_problems(out, only={r.node for r in report.replaced}):
             raise RuntimeError("surgery emitted nodes that break the SwishBias contract: " + "; ".join(problems))

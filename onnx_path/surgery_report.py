@@ -29,12 +29,13 @@ class Refusal:
 
 @dataclasses.dataclass
 class SurgeryReport:
-    """What a surgery run replaced and refused, with op-type counts before and after."""
+    """What a surgery run replaced and refused, with op-type counts before and after, and the functions it inlined."""
 
     replaced: list[Replacement] = dataclasses.field(default_factory=list)
     refused: list[Refusal] = dataclasses.field(default_factory=list)
     counts_before: dict[str, int] = dataclasses.field(default_factory=dict)
     counts_after: dict[str, int] = dataclasses.field(default_factory=dict)
+    inlined: list[str] = dataclasses.field(default_factory=list)  # model-local functions whose calls were inlined
 
     @property
     def nodes_before(self) -> int:
@@ -63,6 +64,7 @@ class SurgeryReport:
             "nodes_after": self.nodes_after,
             "counts_before": dict(self.counts_before),
             "counts_after": dict(self.counts_after),
+            "inlined_functions": list(self.inlined),
         }
 
     def to_text(self, max_lines: int = 20) -> str:
@@ -72,6 +74,8 @@ class SurgeryReport:
             f"{len(self.replaced)} SwishBias node(s) created"
             + (f" ({', '.join(f'{k}: {v}' for k, v in sorted(self.kinds().items()))})" if self.replaced else "")
         ]
+        if self.inlined:
+            lines.append(f"  inlined the calls of model-local function(s) {', '.join(self.inlined)}")
         changed = sorted(set(self.counts_before) | set(self.counts_after))
         for op in changed:
             b, a = self.counts_before.get(op, 0), self.counts_after.get(op, 0)

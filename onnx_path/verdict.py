@@ -5,14 +5,18 @@ Each compared output (a candidate against the reference, or a baseline against t
 * ``max_abs``, ``max_rel``, ``mean_abs``: over every element, with NaN and infinities kept as evidence. The same
   infinity on both sides counts as no error; any NaN, on either side, makes the statistic NaN; an infinity on one
   side only makes it inf. So a NaN never reads as error 0 (a running maximum starting at 0.0 would swallow it).
+  None (JSON null) when the output has no elements: nothing was measured, which is not an error of 0.
 * ``max_abs_finite``: the largest error where both sides are finite (None when no element is).
+* ``elements``: how many elements were compared, over all iterations (0 for an empty output or other shapes).
 * ``nonfinite``: how many elements are non-finite in the candidate and in the reference, and at how many positions
   they do not match (a NaN never matches, not even another NaN).
 * ``within_tolerance``: Polygraphy's element-wise check (every |err| <= atol or rel <= rtol; matching infinities
-  equal, NaN never within) and no unmatched position.
+  equal, NaN never within) and no unmatched position; an output with no elements is within (none is outside), and
+  the report warns that this says nothing (``onnx_path.parity.compare_runners``).
 * ``within_baseline``: the candidate's ``max_abs`` is at most ``BASELINE_FACTOR`` times its baseline's, where
   neither the candidate nor the baseline has an unmatched position. A baseline with NaN or an overflow never excuses
-  a candidate; a candidate within the tolerances passes whatever its baseline did.
+  a candidate; a candidate within the tolerances passes whatever its baseline did. None when there is no baseline
+  or the candidate has no elements.
 * ``passed`` (within the tolerances or the baseline) and ``failure``: why not, in words.
 """
 from __future__ import annotations
@@ -27,6 +31,7 @@ import numpy as np
 
 from torchtrt_swish.dtypes import BASELINE_FACTOR, unmatched_positions
 
+from .feeds import show_shape
 from .model_file import write_text_atomic
 
 BASELINE_SUFFIX = " [baseline]"
@@ -39,8 +44,12 @@ __all__ = [
     "check_tolerance",
     "error_stats",
     "merge_stats",
+    "is_empty",
     "make_row",
     "judge",
+    "magnitudes",
+    "empty_outputs",
+    "output_notes",
     "far_beyond_baseline",
     "ParityReport",
 ]
@@ -64,12 +73,20 @@ def _worst(values: Iterable[float]) -> float:
     return out
 
 
+def _unmeasured() -> dict:
+    """The statistics of an output of which nothing was compared: no error measured, no element counted."""
+    return {"max_abs": None, "max_rel": None, "mean_abs": None, "max_abs_finite": None,
+            "nonfinite": {"candidate": 0, "reference": 0, "mismatched": 0}, "elements": 0}
+
+
 def error_stats(candidate, reference) -> dict:
     """One output's statistics (see the module docstring) for one set of inputs; shapes must hold the same count."""
     a = np.asarray(candidate, dtype=np.float64)
     b = np.asarray(reference, dtype=np.float64)
     if a.size != b.size:
         return {"shape_mismatch": f"shape {list(a.shape)} against the reference's {list(b.shape)}"}
+    if a.size == 0:
+        return _unmeasured()
     a, b = a.reshape(-1), b.reshape(-1)
     fa, fb = np.isfinite(a), np.isfinite(b)
     both = fa & fb
@@ -86,7 +103,7 @@ def error_stats(candidate, reference) -> dict:
     return {
         "max_abs": stat(finite_max),
         "max_rel": stat(float(rel.max()) if rel.size else 0.0),
-        "mean_abs": stat(float(diff.sum() / max(a.size, 1))),
+        "mean_abs": stat(float(diff.sum() / a.size)),
         "max_abs_finite": finite_max if diff.size else None,
         "nonfinite": {"candidate": int(np.count_nonzero(~fa)), "reference": int(np.count_nonzero(~fb)),
                       "mismatched": unmatched},
@@ -95,34 +112,44 @@ def error_stats(candidate, reference) -> dict:
 
 
 def merge_stats(per_iteration: list[dict]) -> dict:
-    """The statistics of one output over all iterations: worst errors, summed counts."""
+    """The statistics of one output over all iterations: worst errors, summed counts (an iteration in which the
+    output has no elements adds nothing)."""
     shape_problem = next((s["shape_mismatch"] for s in per_iteration if "shape_mismatch" in s), None)
     if shape_problem is not None or not per_iteration:
         return {"max_abs": math.inf, "max_rel": math.inf, "mean_abs": math.inf, "max_abs_finite": None,
-                "nonfinite": {"candidate": 0, "reference": 0, "mismatched": 0},
+                "nonfinite": {"candidate": 0, "reference": 0, "mismatched": 0}, "elements": 0,
                 "failure": shape_problem or "not compared"}
+    per_iteration = [s for s in per_iteration if s["elements"]]
+    if not per_iteration:
+        return _unmeasured()
     finite = [s["max_abs_finite"] for s in per_iteration if s["max_abs_finite"] is not None]
     elements = sum(s["elements"] for s in per_iteration)
     means = [s["mean_abs"] * s["elements"] for s in per_iteration]
     return {
         "max_abs": _worst(s["max_abs"] for s in per_iteration),
         "max_rel": _worst(s["max_rel"] for s in per_iteration),
-        "mean_abs": _worst(means) if any(not math.isfinite(m) for m in means) else sum(means) / max(elements, 1),
+        "mean_abs": _worst(means) if any(not math.isfinite(m) for m in means) else sum(means) / elements,
         "max_abs_finite": max(finite) if finite else None,
         "nonfinite": {k: sum(s["nonfinite"][k] for s in per_iteration) for k in ("candidate", "reference",
                                                                                   "mismatched")},
+        "elements": elements,
     }
 
 
 def _clean(row: dict) -> bool:
-    # No NaN, no unmatched infinity, shapes that matched: the statistics are finite numbers.
-    return row["nonfinite"]["mismatched"] == 0 and math.isfinite(row["max_abs"])
+    # No NaN, no unmatched infinity, shapes that matched: the statistics are finite numbers (or none was measured).
+    return row["nonfinite"]["mismatched"] == 0 and (row["max_abs"] is None or math.isfinite(row["max_abs"]))
+
+
+def is_empty(row: dict) -> bool:
+    """True for the row of an output that had no elements to compare (in the reference's shape)."""
+    return row["max_abs"] is None
 
 
 def make_row(name: str, stats: dict, within_tolerance: bool) -> dict:
     """A report row: the merged statistics, and Polygraphy's element-wise verdict held to the non-finite rule."""
     row = {"name": name, **stats}
-    row["within_tolerance"] = bool(within_tolerance) and _clean(row)
+    row["within_tolerance"] = (bool(within_tolerance) or is_empty(row)) and _clean(row)
     return row
 
 
@@ -137,8 +164,8 @@ def _nonfinite_failure(row: dict, who: str) -> str:
 def judge(row: dict, base: dict | None, atol: float, rtol: float) -> dict:
     """Set `within_baseline`, `passed` and `failure` on a candidate row (`base`: its baseline's row, or None)."""
     row["baseline_max_abs"] = None if base is None else base["max_abs"]
-    row["within_baseline"] = None if base is None else bool(
-        _clean(row) and _clean(base) and row["max_abs"] <= BASELINE_FACTOR * base["max_abs"])
+    row["within_baseline"] = None if base is None or is_empty(row) else bool(
+        _clean(row) and _clean(base) and not is_empty(base) and row["max_abs"] <= BASELINE_FACTOR * base["max_abs"])
     row["passed"] = row["within_tolerance"] or bool(row["within_baseline"])
     if row["passed"]:
         row["failure"] = ""
@@ -155,6 +182,40 @@ def judge(row: dict, base: dict | None, atol: float, rtol: float) -> dict:
         row["failure"] = (f"max |err| {row['max_abs']:.3g} is outside atol {atol:g} / rtol {rtol:g} and above "
                           f"{BASELINE_FACTOR:g}x the baseline's {base['max_abs']:.3g}")
     return row
+
+
+def magnitudes(iterations) -> dict[str, float]:
+    """Largest finite |value| per output over all iterations of one runner (NaN when none is finite; an output with
+    no elements in any iteration is left out)."""
+    out: dict[str, float] = {}
+    for it in iterations:
+        for name, value in it.items():
+            a = np.abs(np.asarray(value, dtype=np.float64))
+            if a.size == 0:
+                continue
+            finite = a[np.isfinite(a)]
+            big = float(finite.max()) if finite.size else float("nan")
+            out[name] = big if name not in out or np.isnan(out[name]) else max(out[name], big)
+    return out
+
+
+def empty_outputs(iterations) -> dict[str, tuple[int, ...]]:
+    """The shape of each output that has no elements in any iteration of one runner."""
+    return {name: np.shape(value) for name, value in iterations[0].items()
+            if all(np.size(it[name]) == 0 for it in iterations)} if iterations else {}
+
+
+def output_notes(runner: str, magnitude: dict[str, float], empty: dict[str, tuple[int, ...]], atol: float,
+                 outputs: Iterable[str] | None = None) -> list[str]:
+    """The report's notes on the outputs of the reference `runner` (of `outputs`, default all) whose verdict says
+    nothing: at most atol in magnitude (magnitudes), or no elements at all (empty_outputs)."""
+    chosen = None if outputs is None else set(outputs)
+    notes = [f"output {name!r} of {runner} is at most {big:.3g} in magnitude, not above atol {atol:g}: 'within "
+             "tolerance' says nothing about it (use a smaller --atol, other inputs, or a calibrated model)"
+             for name, big in magnitude.items() if (chosen is None or name in chosen) and big <= atol]
+    notes += [f"output {name!r} of {runner} has no elements (shape {show_shape(shape)}): nothing was compared, so "
+              "its PASS says nothing" for name, shape in empty.items() if chosen is None or name in chosen]
+    return notes
 
 
 def far_beyond_baseline(report: ParityReport, factor: float = 100.0, share: float = 0.1) -> list[str]:
@@ -185,6 +246,17 @@ def _json_safe(value):
     if isinstance(value, (list, tuple)):
         return [_json_safe(v) for v in value]
     return value
+
+
+def _number(value: float | None) -> str:
+    # A table cell: '-' for a number that was not measured (no baseline, no elements).
+    return f"{'-' if value is None else f'{value:.3g}':>10}"
+
+
+def _baseline_state(row: dict) -> str:
+    if is_empty(row):
+        return "no elements"
+    return f"{'within' if row['within_tolerance'] else 'outside'} tolerance"
 
 
 def _nonfinite_cell(row: dict) -> str:
@@ -255,9 +327,13 @@ class ParityReport:
         def verdict(row) -> str:
             if not row["passed"]:
                 return f"FAIL: {row['failure']}" if row.get("failure") else "FAIL"
+            if is_empty(row):
+                return "PASS (no elements: nothing compared)"
             return "PASS" if row["within_tolerance"] else f"PASS (<= {BASELINE_FACTOR:g}x baseline)"
 
         def worst_first(row):
+            if is_empty(row):
+                return row["passed"], math.inf
             return (row["passed"], -row["max_abs"] if not math.isnan(row["max_abs"]) else -math.inf)
 
         for comp in self.comparisons:
@@ -269,7 +345,7 @@ class ParityReport:
                 base = row.get("baseline_max_abs")
                 lines.append(
                     f"{comp['runner'][:34]:<34} {comp['reference'][:24]:<24} {row['name'][-24:]:<24} "
-                    f"{row['max_abs']:>10.3g} {row['max_rel']:>10.3g} {'-' if base is None else f'{base:.3g}':>10} "
+                    f"{_number(row['max_abs'])} {_number(row['max_rel'])} {_number(base)} "
                     f"{_nonfinite_cell(row):>9}  {verdict(row)}"
                 )
             if len(shown) < len(rows):
@@ -279,8 +355,8 @@ class ParityReport:
             for row in comp["outputs"]:
                 lines.append(
                     f"{comp['runner'][:34]:<34} {comp['reference'][:24]:<24} {row['name'][-24:]:<24} "
-                    f"{row['max_abs']:>10.3g} {row['max_rel']:>10.3g} {'':>10} {_nonfinite_cell(row):>9}  "
-                    f"baseline, {'within' if row['within_tolerance'] else 'outside'} tolerance"
+                    f"{_number(row['max_abs'])} {_number(row['max_rel'])} {'':>10} {_nonfinite_cell(row):>9}  "
+                    f"baseline, {_baseline_state(row)}"
                 )
         for s in self.skipped:
             lines.append(f"{s['runner']:<34} skipped: {s['reason']}")

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import torchtrt_swish as ts
-from onnx_path.common import op_counts
+from onnx_path.functions import op_counts
 from onnx_path.contract import SWISH_DOMAIN, SWISH_OP, swish_nodes
 from onnx_path.export import (
     BFLOAT16_MIN_OPSET,

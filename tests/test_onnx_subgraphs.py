@@ -8,7 +8,8 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from onnx_path.cli import EXIT_USAGE, main
-from onnx_path.common import all_nodes, op_counts
+from onnx_path.common import all_nodes
+from onnx_path.functions import op_counts
 from onnx_path.contract import SWISH_DOMAIN
 from onnx_path.contract import model_problems
 from onnx_path.reference import ReferenceExecutor

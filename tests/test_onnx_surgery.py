@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from onnx_path.common import op_counts
+from onnx_path.functions import op_counts
 from onnx_path.contract import SWISH_DOMAIN, SWISH_OP, swish_nodes
 from onnx_path.export import dynamo_supported, export_onnx
 from onnx_path.models import build_model

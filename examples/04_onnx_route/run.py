@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 import torchtrt_swish
-from onnx_path.common import op_counts
+from onnx_path.functions import op_counts
 from onnx_path.model_file import load_model, save_model
 from onnx_path.engine import EngineBuildError, PluginNotFoundError, TensorRTUnavailable, build_engine, import_tensorrt
 from onnx_path.export import export_onnx

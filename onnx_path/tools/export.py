@@ -51,7 +51,7 @@ class Export(Tool):
 
     def run(self, args) -> int:
         """Export a torch model (seed Net or a torchvision model with random weights) to ONNX."""
-        from onnx_path.common import op_counts
+        from onnx_path.functions import op_counts
         from onnx_path.model_file import save_model
         from onnx_path.export import export_onnx
 

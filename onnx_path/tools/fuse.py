@@ -36,7 +36,7 @@ class Fuse(Tool):
 
     def run(self, args) -> int:
         """Run graph surgery on an ONNX file: seed-format conversion, ONNX Swish, Sigmoid/Mul(/Add) fusion."""
-        from onnx_path.contract import swish_nodes
+        from onnx_path.contract import SWISH_DOMAIN, SWISH_OP
         from onnx_path.model_file import data_file_for, open_model, write_text_atomic
         from onnx_path.surgery import PASSES, run_surgery
 
@@ -49,7 +49,7 @@ class Fuse(Tool):
         with open_model(args.input, scratch=args.output.parent) as model:
             progress(f"running {', '.join(passes)} on {args.input} ...")
             fused, report = run_surgery(model, passes, fold_bias=not args.no_fold_bias)
-            already = len(swish_nodes(model.proto))
+            already = report.counts_before.get(f"{SWISH_DOMAIN}::{SWISH_OP}", 0)  # as the model runs: per call
             if not report.replaced and not already and not args.allow_no_match:
                 say(report.to_text())
                 raise UsageError(f"{args.input}: no matching nodes (nothing for passes {', '.join(passes)}); "
