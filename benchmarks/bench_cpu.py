@@ -16,12 +16,15 @@ rotates, so a shared machine's load falls on all alike. Outputs are checked agai
 
 Memory: PyTorch allocates each output, and glibc maps a block this large fresh from the kernel each time and unmaps
 it on free, so every call of an op that returns 64 MB first takes 16384 page faults (the kernel zeroes each page);
-ONNX Runtime's arena and the preallocated copy_ take none. --memory reused (the default) runs the tables in a child
-process with glibc's tunables set to keep freed memory (MALLOC_MMAP_MAX_=0, MALLOC_TRIM_THRESHOLD_), as a caching
-allocator (ORT's arena, jemalloc, tcmalloc) would: the kernels against the floor. --memory fresh keeps glibc's
-defaults and adds `clone` (allocate + copy, the floor of any op returning a new tensor); --memory both runs the two.
+ONNX Runtime's arena and the preallocated copy_ take none. --memory picks how the tables' process allocates (each
+mode runs in a child process, since both settings are read at its start):
+  reused  glibc keeps freed memory (MALLOC_MMAP_MAX_=0, MALLOC_TRIM_THRESHOLD_), as a caching allocator would (ORT's
+          arena, jemalloc, tcmalloc): the kernels against the floor. The default.
+  fresh   glibc's defaults; adds `clone` (allocate + copy: the floor of any op that returns a new tensor)
+  thp     fresh, with PyTorch's THP_MEM_ALLOC_ENABLE=1 (2 MB pages for large allocations: fewer faults); adds `clone`
+A comma list runs several, e.g. --memory reused,fresh,thp.
 
-Usage: python benchmarks/bench_cpu.py [--threads 1,2,all] [--rounds 21] [--warmup 3] [--memory reused|fresh|both]
+Usage: python benchmarks/bench_cpu.py [--threads 1,2,all] [--rounds 21] [--warmup 3] [--memory reused,fresh,thp]
                                       [--cases NAME,...|none]
   e.g. on a 16-core host: --threads 1,2,8,16. ATEN_CPU_CAPABILITY=avx2 (default, avx512) picks the op's kernel copy
   the way it picks ATen's; the header line names the copy that ran. Needs torch, numpy, onnx and onnxruntime.
@@ -46,8 +49,12 @@ import torchtrt_swish  # noqa: E402
 
 SHAPE, BIAS_SHAPE = (64, 64, 64, 64), (64, 1, 1)
 TARGETS = {"fwd/ORT": 1.1, "fwd+bwd/copy": 3.0, "bf16/copy": 1.5}
-# glibc keeps freed memory for the next allocation (mallopt(3)); read at process start, hence a child process.
-REUSE_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
+# The environment of each memory mode's process: glibc keeping freed memory for the next allocation (mallopt(3)), its
+# defaults, PyTorch's transparent-huge-page allocations.
+MEMORY_ENV = {"reused": {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}, "fresh": {},
+              "thp": {"THP_MEM_ALLOC_ENABLE": "1"}}
+MEMORY_NOTE = {"reused": "freed memory reused", "fresh": "fresh pages (glibc defaults)",
+               "thp": "fresh pages, 2 MB where THP allows"}
 # name: (x shape, bias shape, dtype): the issue's NCHW case; the same in bf16; a transformer-like last-dim bias.
 CASES = {
     "nchw_fp32": (SHAPE, BIAS_SHAPE, torch.float32),
@@ -199,10 +206,11 @@ def _thread_counts(spec: str) -> list[int]:
     return counts
 
 
-def run_tables(args, counts: list[int], names: list[str], fresh: bool) -> None:
-    """Both tables in this process's memory mode."""
-    print(f"memory: {'fresh pages (glibc defaults)' if fresh else 'freed memory reused (' + ', '.join(f'{k}={v}' for k, v in REUSE_ENV.items()) + ')'}")
-    missed = floor_table(counts, args.rounds, args.warmup, fresh)
+def run_tables(args, counts: list[int], names: list[str], mode: str) -> None:
+    """Both tables in this process, whose environment is MEMORY_ENV[mode]."""
+    env = ", ".join(f"{k}={v}" for k, v in MEMORY_ENV[mode].items())
+    print(f"memory: {MEMORY_NOTE[mode]}{' (' + env + ')' if env else ''}")
+    missed = floor_table(counts, args.rounds, args.warmup, fresh=mode != "reused")
     print()
     print(f"issue 38 targets: {3 * len(counts) - missed} of {3 * len(counts)} met")
     if names:
@@ -216,37 +224,41 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=21)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", default="1,2,all")
-    ap.add_argument("--memory", choices=("reused", "fresh", "both"), default="reused")
+    ap.add_argument("--memory", default="reused")
     ap.add_argument("--cases", default=",".join(CASES))
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--child", help=argparse.SUPPRESS)  # the memory mode this process was started for
     args = ap.parse_args(argv)
     try:
         counts = _thread_counts(args.threads)
         names = [] if args.cases == "none" else [c.strip() for c in args.cases.split(",")]
         unknown = [c for c in names if c not in CASES]
-        if unknown or args.rounds < 1:
+        modes = [m.strip() for m in args.memory.split(",")]
+        if unknown or args.rounds < 1 or any(m not in MEMORY_ENV for m in modes):
             raise ValueError(f"unknown case {unknown[0]!r} (known: {', '.join(CASES)}, or none)" if unknown
-                             else f"--rounds: expected >= 1, got {args.rounds}")
+                             else f"--rounds: expected >= 1, got {args.rounds}" if args.rounds < 1
+                             else f"--memory: expected modes of {', '.join(MEMORY_ENV)}, got {args.memory!r}")
     except ValueError as e:
         print(f"bench_cpu: {e}", file=sys.stderr)
         return 2
-    if not args.child:
-        import onnxruntime
+    if args.child:
+        run_tables(args, counts, names, args.child)
+        return 0
+    import onnxruntime
 
-        print(f"torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, ATen CPU capability "
-              f"{torch.backends.cpu.get_cpu_capability()}, op kernels {torchtrt_swish._C.cpu_kernels()}, "
-              f"{os.cpu_count()} cores, {torch.__config__.parallel_info().splitlines()[-1].strip()}; "
-              f"median of {args.rounds} rounds")
-    if args.memory in ("reused", "both") and not args.child:
+    print(f"torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, ATen CPU capability "
+          f"{torch.backends.cpu.get_cpu_capability()}, op kernels {torchtrt_swish._C.cpu_kernels()}, "
+          f"{os.cpu_count()} cores, {torch.__config__.parallel_info().splitlines()[-1].strip()}; "
+          f"median of {args.rounds} rounds")
+    for i, mode in enumerate(modes):
+        if i:
+            print()
         child = ["--rounds", str(args.rounds), "--warmup", str(args.warmup), "--threads", args.threads,
-                 "--cases", args.cases, "--memory", "reused", "--child"]
-        proc = subprocess.run([sys.executable, __file__, *child], env={**os.environ, **REUSE_ENV})
+                 "--cases", args.cases, "--child", mode]
+        # The parent's own environment must not carry another mode's settings into this one.
+        env = {k: v for k, v in os.environ.items() if not any(k in e for e in MEMORY_ENV.values())}
+        proc = subprocess.run([sys.executable, __file__, *child], env={**env, **MEMORY_ENV[mode]})
         if proc.returncode != 0:
             return proc.returncode
-        if args.memory == "reused":
-            return 0
-        print()
-    run_tables(args, counts, names, fresh=args.memory != "reused")
     return 0
 
 

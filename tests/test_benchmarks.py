@@ -234,7 +234,7 @@ def test_bench_cpu_anchor_is_onnx_runtimes_fused_kernel(tmp_path):
     assert ops == ["com.microsoft.QuickGelu"]
 
 
-@pytest.mark.parametrize("argv", [["--rounds", "0"], ["--threads", "0"], ["--cases", "nope"]])
+@pytest.mark.parametrize("argv", [["--rounds", "0"], ["--threads", "0"], ["--cases", "nope"], ["--memory", "reused,nope"]])
 def test_bench_cpu_rejects_bad_arguments(argv, capsys):
     """Exit 2 with one line on stderr, before any timing."""
     from benchmarks import bench_cpu

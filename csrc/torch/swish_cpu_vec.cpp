@@ -152,6 +152,17 @@ inline Vectorized<double> swishGrad(Vectorized<double> const& g, Vectorized<doub
     return g * s * (one + x * (one - s));
 }
 
+// Prefetch distance of the streaming loops: the next 4 KB page of every input and of the output, which the hardware
+// prefetchers, stopping at page boundaries, would reach late (numbers: docs/performance-notes.md).
+constexpr int64_t kPREFETCH_BYTES = 4096;
+
+//! Prefetches p's element k + kPREFETCH_BYTES ahead (no fault past the end of an array).
+template <typename T>
+C10_ALWAYS_INLINE void prefetchAhead(T const* p, int64_t k)
+{
+    __builtin_prefetch(p + k + kPREFETCH_BYTES / static_cast<int64_t>(sizeof(T)));
+}
+
 //! out[k] = op(a[k], b[k]) (or op(a[k], b[0]) when kBroadcastB) for k in [0, len), in the compute type (fp32 for
 //! fp16/bf16, rounded once on the store). The tail goes through the same vector code as the body (partial loads
 //! and stores), so an element's bits do not depend on where a thread's chunk or a bias run starts.
@@ -190,6 +201,12 @@ void map2(T const* a, T const* b, T* out, int64_t len, Op const& op)
     int64_t k = 0;
     for (; k + kW <= len; k += kW)
     {
+        prefetchAhead(a, k);
+        if constexpr (!kBroadcastB)
+        {
+            prefetchAhead(b, k);
+        }
+        prefetchAhead(out, k);
         body(V::loadu(a + k), kBroadcastB ? V() : V::loadu(b + k)).store(out + k);
     }
     if (k < len)
@@ -291,6 +308,9 @@ int64_t gradRunSum(T const* g, T const* x, T* dx, int64_t len, SumVec&& sumVec)
     int64_t k = 0;
     for (; k + kW <= len; k += kW)
     {
+        prefetchAhead(g, k);
+        prefetchAhead(x, k);
+        prefetchAhead(dx, k);
         V const gv = V::loadu(g + k);
         V const xv = V::loadu(x + k);
         if constexpr (std::is_same_v<T, float>)
