@@ -1,67 +1,12 @@
 """Graph surgery with onnx-graphsurgeon: turn swish-like subgraphs of any ONNX model into SwishBias nodes.
 
-Each pass is a small function registered on ``gs.Graph`` (``@gs.Graph.register()``), so it can also be called as
-``graph.fuse_sigmoid_mul()`` on an imported graph. Passes match by op type, domain, attributes and graph
-*structure* only, never by tensor or node names, and are idempotent: a SwishBias node is never matched again, so a
-second run replaces nothing. ``run_surgery`` wraps them: shape inference (for dtypes), import, passes,
-``cleanup()`` + ``toposort()``, export, and a ``SurgeryReport`` of what was replaced and what was refused.
-
-Passes
-------
-``convert_seed_swish``
-    The two export formats of the original material this project grew from (its own export code wrote them; the
-    tests rebuild them the same way). Report kinds:
-
-    ``original-torchscript`` — the original material's TorchScript export format: a ``torch.autograd.Function``
-    whose ``symbolic`` emits
-    ``g.op("custom::Plugin", x, name_s="Swish", info_s=json.dumps({"bias": 3.15, "version": "1"}))``, i.e. a
-    generic plugin node ``op_type="Plugin"``, ``domain="custom"``, string attributes ``name`` (``"Swish"`` or
-    ``"EfficientSwish"``; other names are other plugins and are left alone) and ``info`` (a JSON object). Inputs
-    ``[x]``, or ``[x, bias]`` when the Function was given the bias tensor. No runtime knows this node.
-
-    ``original-ort-contrib`` — the same node moved to ``domain="ai.onnx.contrib"`` (onnxruntime-extensions'
-    Python custom-op domain, whose op attributes could not carry the info, so it travels as data): ``op_type``
-    ``"Plugin"`` (or ``"Swish"``/``"EfficientSwish"``), inputs ``[x, info]`` or ``[x, info, bias]`` where
-    ``info`` is a ``Constant`` (node or initializer) of character codes (uint8/int8/int32/int64) spelling a JSON
-    object ``{"name": "Swish", "bias": 3.15}``.
-
-    Either becomes ``SwishBias`` ``[x, bias]``: the bias *tensor* input when the node has one (it must be a
-    constant), otherwise a scalar constant of x's dtype holding the info's ``"bias"`` (rounded to float32 first, as
-    the original material's float attribute was, then to x's dtype).
-
-``convert_onnx_swish``
-    The standard ONNX ``Swish`` op (opset >= 24, ``y = x * sigmoid(alpha * x)``) with ``alpha == 1`` — TensorRT 11
-    would import it natively and never reach the plugin. Other alphas are refused (not this function).
-
-``fuse_sigmoid_mul``
-    ``Sigmoid(x)`` feeding ``Mul(x, s)`` (either operand order; both inputs must be the *same* tensor ``x``, so a
-    squeeze-excitation ``x * sigmoid(scale)`` never matches), optionally followed by ``Add`` of a constant bias. The
-    Sigmoid output must feed only that Mul and not be a graph output, otherwise the match is refused (the
-    intermediate would disappear). The Add is folded only if the Mul output feeds nothing else, is not a graph
-    output, and the constant has x's dtype and a layout the plugin supports (scalar, per-channel on the last dim or
-    on dim 1, or full shape) without changing x's shape; otherwise the Add stays and the node gets bias 0.
-
-All passes follow the node contract of ``onnx_path.contract`` (they refuse what the plugin would reject, e.g. a
-dtype other than float32/float16/bfloat16), and ``run_surgery`` validates every node it emits against it. A
-"constant" is an initializer or a ``Constant`` node's output, never a graph input: an initializer that is also
-listed as a graph input can be overridden by the caller at run time, so folding it would freeze it. Unnamed nodes
-are named ``<OpType>_<index>`` (their position in their graph, made unique across the model), in the reports and
-in the written model.
-
-Constants are read without caching them in graphsurgeon's tensors (``onnx_path.surgery_values``): a sparse
-initializer that is not folded is written back as it came, one that is folded becomes a dense constant of its own
-dtype, and an ``OnnxModel``'s external tensors (``onnx_path.model_file``) stay in their files unless a pass
-folds one. Values that are not tensors (sequence, optional, map outputs) keep their types:
-graphsurgeon never sees them (``onnx_path.surgery_model.hide_non_tensor_types``).
-
-Every pass runs on the main graph and on every If/Loop/Scan body (a tensor read by a body from the outer scope
-counts as another consumer), unused-domain pruning counts the bodies' nodes, and the result passes
-``onnx.checker.check_model`` at the input's IR version: below IR 4, where every initializer must also be a graph
-input, the main graph lists its new constants as inputs and a body gets them as ``Constant`` nodes.
-
-Model-local functions are inlined first (``onnx_path.functions.inline_functions``), so a pattern inside a function,
-nested or called from a body, is fused like one of the main graph; a model that the passes changed is written with
-its functions inlined (the report lists them), one they did not change is written as it came.
+Each pass is a small function registered on ``gs.Graph`` (``@gs.Graph.register()``): ``convert_seed_swish`` (the
+original material's two export formats), ``convert_onnx_swish`` (ONNX ``Swish`` with ``alpha == 1``) and
+``fuse_sigmoid_mul`` (``Sigmoid``·``Mul`` of one tensor, an ``Add`` of a constant folded). They match by op type,
+domain, attributes and structure, never by names, follow ``onnx_path.contract``, and are idempotent.
+``run_surgery`` wraps them: functions inlined, shape inference, import, passes on the main graph and every body,
+cleanup, export, ``onnx.checker`` at the input's IR version, and a ``SurgeryReport``. What each pass matches, folds
+and refuses: docs/onnx_route.md.
 """
 from __future__ import annotations
 
