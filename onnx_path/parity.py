@@ -1,32 +1,11 @@
 """Numerical parity of the ONNX route, built on Polygraphy's ``Comparator`` and ``CompareFunc``.
 
-Runners (all Polygraphy ``BaseRunner`` s, run by ``Comparator.run`` on the same inputs):
-
-* ``TorchRunner`` — a PyTorch module run eagerly. As the *reference* it runs a float64 copy with
-  ``torchtrt_swish::swish`` replaced by ``F.silu(x) + bias`` (a ``torch.overrides.TorchFunctionMode``), so the
-  reference is independent of this package's kernel. Without that it can run any module, e.g. a Torch-TensorRT
-  compiled one.
-* ``ReferenceExecutorRunner`` — the CPU plugin-graph executor (``onnx.reference`` + this package's CPU kernel).
-* Polygraphy's ``OnnxrtRunner`` over ``reference.ort_session`` (ONNX Runtime + onnxruntime-extensions op).
-* Polygraphy's ``TrtRunner`` over a serialized engine, where TensorRT is importable (reported as skipped otherwise).
-
-Every candidate is compared with the reference by ``CompareFunc.simple`` (element-wise: a value passes when within
-``atol`` *or* ``rtol``) with per-dtype tolerances (``TOLERANCES``). Fixed bounds alone mislead: a deep network run
-in float16 misses them whether it was fused or not. So each ONNX executor also runs a *baseline* — the model before
-fusion (``--reference``) or the reference torch model exported to ONNX in the candidate's dtype
-(``export_baseline``) — against the same reference, and an output also passes when its max |err| is at most
-``BASELINE_FACTOR`` times its baseline's. NaN and infinities are evidence: the statistics, the non-finite counts
-and the verdict rules (``onnx_path.verdict``) never read them as error 0, and a baseline with them excuses nothing.
-The report prints both (and says which one passed), warns about outputs whose magnitude is not above ``atol``
-(anything passes there) or that have no elements (nothing was compared: their statistics are None, JSON null), and
-comes as a table and as JSON. Per-layer mode marks every tensor of the ONNX graphs as an output (Polygraphy's
-``modify_outputs(MARK_ALL)``) and also compares the ONNX runners tensor by tensor, matching outputs by exact name.
-
-Requests that cannot be compared as asked — a missing engine file, inputs or outputs that differ from the
-reference's, a reference ONNX Runtime cannot run, no candidate left to run, outputs that all have no elements —
-raise ``ParityInputError``; a runner that fails on the inputs (an op it lacks, sizes the model cannot take, memory)
-raises its subclass ``RunFailure``, and inputs that cannot be made (an axis without a size, or too large to allocate)
-raise ``FeedError``.
+Runners: ``TorchRunner`` (as the reference, a float64 copy of the module with the op replaced by ``F.silu(x) +
+bias``), ``ReferenceExecutorRunner`` (onnx.reference + this package's CPU kernel), Polygraphy's ``OnnxrtRunner`` over
+``reference.ort_session`` and ``TrtRunner`` over an engine. Each candidate and its baseline are compared with the
+reference; the verdict rules are ``onnx_path.verdict``'s. What a request that cannot be compared raises:
+``ParityInputError``, ``RunFailure`` (a runner failed on the inputs), ``FeedError`` (inputs that cannot be made).
+Described in full: docs/onnx_route.md.
 """
 from __future__ import annotations
 

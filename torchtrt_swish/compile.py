@@ -1,38 +1,9 @@
 """Thin user entry points for the Torch-TensorRT route: AOT compile, torch.compile, engine export, save/load.
 
 All of them make sure the converter is registered and the plugin library is in TensorRT's registry first, so the
-swish op becomes a ``SwishBias`` plugin layer instead of a PyTorch fallback.
-
-``torch.compile`` (JIT) works with the op once ``torch_tensorrt`` is imported (that registers the backends
-``"tensorrt"`` and ``"torch_tensorrt"``) and ``torchtrt_swish`` is imported (that registers the converter)::
-
-    import torch_tensorrt, torchtrt_swish
-    fast = torch.compile(model, backend="tensorrt", dynamic=False, options={
-        "min_block_size": 1,                  # default 5 would leave a conv+swish model entirely in PyTorch
-        "require_full_compilation": False,    # no effect here (see below); AOT compile() honours it
-        "pass_through_build_failures": True,  # raise TensorRT build errors instead of silently running eagerly
-        "torch_executed_ops": set(),          # ops forced to PyTorch, e.g. {"torch.ops.torchtrt_swish.swish.default"}
-        "use_explicit_typing": True,          # Torch-TensorRT 2.9-2.12 only (see below)
-        "disable_tf32": True,                 # bit-closer fp32 convolutions
-        "optimization_level": 3,              # 0-5, builder effort
-        "workspace_size": 1 << 30,            # bytes of builder workspace
-    })
-
-All keys are fields of ``torch_tensorrt.dynamo.CompilationSettings`` of the installed version; they differ:
-
-* Torch-TensorRT 2.9-2.12 (TensorRT 10): ``use_explicit_typing`` builds a strongly typed network (default False in
-  2.9, True from 2.10); ``enabled_precisions`` is deprecated.
-* Torch-TensorRT >= 2.13 (TensorRT 11): both fields are gone (``torch.compile`` options drop unknown keys) and
-  every network is strongly typed.
-
-Either way the model's dtypes decide the precision: cast the model, as :func:`compile` does. :func:`torch_compile`
-applies these defaults, ``use_explicit_typing`` only where the field exists.
-
-``require_full_compilation`` has no effect under ``torch.compile``: Torch-TensorRT's backend logs "Detected
-require_full_compilation=True for a torch.compile run. This option has no effect in torch.compile." and sets it to
-False (``parse_dynamo_kwargs`` in ``torch_tensorrt/dynamo/utils.py``, 2.11 to main), so unconverted ops always fall
-back to PyTorch there. To get an error instead, use the AOT :func:`compile` (``torch_tensorrt.compile``), whose
-partitioner raises when the graph is not fully supported.
+swish op becomes a ``SwishBias`` plugin layer instead of a PyTorch fallback. The ``torch.compile`` options, how they
+differ between Torch-TensorRT versions and why ``require_full_compilation`` does nothing there:
+docs/torch_tensorrt_route.md.
 """
 from __future__ import annotations
 
