@@ -32,6 +32,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from benchmarks.bench_layouts import CASES, DTYPES, Case  # noqa: E402
+from benchmarks.bench_swish import check  # noqa: E402
 
 DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 for _name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
@@ -78,18 +79,6 @@ def make_call(lib, x: torch.Tensor, b: torch.Tensor, y: torch.Tensor, spec: tupl
         return y
 
     return call
-
-
-def check(y: torch.Tensor, x: torch.Tensor, b: torch.Tensor, what: str) -> None:
-    """The forward against an fp64 reference (a few output ulps), as bench_swish.check."""
-    n = min(x.numel(), 1 << 20)
-    xs = x.reshape(-1)[:n].double()
-    bs = b.double().expand_as(x).reshape(-1)[:n]
-    ref = xs * torch.sigmoid(xs) + bs
-    err = (y.reshape(-1)[:n].double() - ref).abs()
-    tol = 4 * torch.finfo(x.dtype).eps * (ref.abs() + bs.abs() + 1)
-    if not bool((err <= tol).all()):
-        raise SystemExit(f"{what}: wrong result, max err {err.max().item():.3e}")
 
 
 def graph_of(fn, k: int, stream: torch.cuda.Stream) -> torch.cuda.CUDAGraph:
