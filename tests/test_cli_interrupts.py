@@ -6,6 +6,7 @@ spill limit lowered in the child), so the scratch folder and the temporary files
 """
 from __future__ import annotations
 
+import os
 import resource
 import signal
 import subprocess
@@ -16,26 +17,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto as T
-from onnx import helper as h
-from onnx import numpy_helper as nh
 from onnx.external_data_helper import set_external_data
 
 from onnx_path.cli import EXIT_OK, EXIT_USAGE, main
+from test_onnx_external_data import matmul_swish
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def matmul_swish(n: int, m: int) -> onnx.ModelProto:
-    """x [batch, n] @ W [n, m] -> Sigmoid/Mul -> Add(b [m]), weights in the model."""
-    rng = np.random.default_rng(0)
-    nodes = [h.make_node("MatMul", ["x", "W"], ["z"]), h.make_node("Sigmoid", ["z"], ["s"]),
-             h.make_node("Mul", ["z", "s"], ["p"]), h.make_node("Add", ["p", "b"], ["y"])]
-    inits = [nh.from_array(rng.standard_normal((n, m)).astype(np.float32), "W"),
-             nh.from_array(np.linspace(-1, 1, m, dtype=np.float32), "b")]
-    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, ["batch", n])],
-                         [h.make_tensor_value_info("y", T.FLOAT, ["batch", m])], initializer=inits)
-    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
 
 
 def cli_child(args: list[str], patch: str = "", **popen) -> subprocess.Popen:
@@ -114,7 +101,7 @@ def test_no_room_for_the_scratch_weights_is_one_line(command, tmp_path):
     args = (["fuse", str(src), "-o", str(tmp_path / "f.onnx")] if command == "fuse"
             else ["check", str(src), "--reference", str(src)])
     child = cli_child(args, "import onnx_path.model_file as mf; mf.SPILL_LIMIT = 1000",
-                      preexec_fn=_limit_file_size(64 << 10), env={**_env(), "TMPDIR": str(scratch)})
+                      preexec_fn=_limit_file_size(64 << 10), env={**os.environ, "TMPDIR": str(scratch)})
     _, err = child.communicate(timeout=300)
     assert child.returncode == EXIT_USAGE, (child.returncode, err)
     line = err.strip().splitlines()[-1]
@@ -123,12 +110,6 @@ def test_no_room_for_the_scratch_weights_is_one_line(command, tmp_path):
     where = tmp_path if command == "fuse" else scratch
     assert str(where) in line and ("TMPDIR" in line) == (command == "check"), line
     assert leftovers(tmp_path, {"m.onnx", "tmp"}) == set() and not list(scratch.iterdir())
-
-
-def _env() -> dict:
-    import os
-
-    return dict(os.environ)
 
 
 # ------------------------------------------------------------------------------------------------ external data
