@@ -14,19 +14,22 @@ using Mode = FwdMode;
 __host__ __device__ constexpr bool fwdBiasPerPack(Mode m)
 {
     return m == Mode::kFULL || m == Mode::kLAST_VEC || m == Mode::kUNIFORM_VEC || m == Mode::kSPAN2
-        || m == Mode::kPERIODIC;
+        || m == Mode::kPERIODIC || m == Mode::kUNIFORM_FIXED;
 }
 
 // The bias of one pack as loaded, not yet converted (kSPAN2: two channels and where the second starts).
 template <typename T, int kVEC, Mode kMODE>
 struct BiasRaw
 {
-    static constexpr int kN = kMODE == Mode::kUNIFORM_VEC ? 1 : kMODE == Mode::kSPAN2 ? 2 : kVEC;
+    static constexpr int kN = kMODE == Mode::kUNIFORM_VEC || kMODE == Mode::kUNIFORM_FIXED ? 1
+        : kMODE == Mode::kSPAN2                                    ? 2
+                                                                   : kVEC;
     alignas(16) T v[kN];
     int64_t split;
 };
 
-// Loads the bias of the kVEC elements of pack p (first element i) for the per-pack modes.
+// Loads the bias of the kVEC elements of pack p (first element i) for the per-pack modes (kUNIFORM_FIXED: p is
+// fwdFixedPack, which has the same channel).
 template <typename T, int kVEC, Mode kMODE>
 __device__ __forceinline__ BiasRaw<T, kVEC, kMODE> biasLoad(T const* __restrict__ bias, int64_t i, int64_t p,
     FwdParams const& prm)
@@ -50,7 +53,7 @@ __device__ __forceinline__ BiasRaw<T, kVEC, kMODE> biasLoad(T const* __restrict_
             raw.v[0] = bias[j];
         }
     }
-    else if constexpr (kMODE == Mode::kUNIFORM_VEC)
+    else if constexpr (kMODE == Mode::kUNIFORM_VEC || kMODE == Mode::kUNIFORM_FIXED)
     {
         raw.v[0] = __ldg(bias + fwdUniformBias(prm, p));
     }
@@ -93,7 +96,7 @@ __device__ __forceinline__ void biasOf(BiasRaw<T, kVEC, kMODE> const& raw, float
         {
             out[k] = fixedBias[k];
         }
-        else if constexpr (kMODE == Mode::kUNIFORM_VEC)
+        else if constexpr (kMODE == Mode::kUNIFORM_VEC || kMODE == Mode::kUNIFORM_FIXED)
         {
             out[k] = Cvt<T>::toF(raw.v[0]);
         }
@@ -140,7 +143,9 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
 #pragma unroll
         for (int u = 0; u < kPPT; ++u)
         {
-            int64_t const p = fwdLoadPack(fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT), nPacks);
+            int64_t const p = kMODE == Mode::kUNIFORM_FIXED
+                ? fwdFixedPack(threadIdx.x, u, kT)
+                : fwdLoadPack(fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT), nPacks);
             raw[u] = biasLoad<T, kVEC, kMODE>(bias, fwdElement(prm, p, kVEC), p, prm);
         }
     }
@@ -259,6 +264,7 @@ cudaError_t launchOne(FwdLaunch const& l, T const* x, T const* bias, T* y, cudaS
     case Mode::kUNIFORM_VEC: return launchMode<T, Mode::kUNIFORM_VEC>(l, x, bias, y, stream);
     case Mode::kSPAN2: return launchMode<T, Mode::kSPAN2>(l, x, bias, y, stream);
     case Mode::kPERIODIC: return launchMode<T, Mode::kPERIODIC>(l, x, bias, y, stream);
+    case Mode::kUNIFORM_FIXED: return launchMode<T, Mode::kUNIFORM_FIXED>(l, x, bias, y, stream);
     }
     return cudaErrorInvalidValue;
 }

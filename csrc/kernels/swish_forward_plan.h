@@ -20,15 +20,16 @@ enum class FwdMode : int
     kLAST_FIXED,  // as kLAST_VEC with C / width dividing the block size: bias loaded once per thread
     kUNIFORM_VEC, // bias[(i / inner) % C], inner a multiple of the pack width: one bias value per pack
     kSPAN2,       // bias[(i / inner) % C], inner >= the pack width: a pack spans at most two channels
-    kPERIODIC     // bias[(i / inner) % C], anything else: per-element lookup
+    kPERIODIC,    // bias[(i / inner) % C], anything else: per-element lookup
+    kUNIFORM_FIXED // as kUNIFORM_VEC with C * inner / width dividing a block's packs: a thread's channels are fixed
 };
 
 //! What the kernel needs besides the pointers.
 struct FwdParams
 {
     BiasSpec spec;
-    FastDiv byPacksPerRow; // kLAST_VEC, kLAST_FIXED: C / vec;  kUNIFORM_VEC: inner / vec;  kSPAN2: inner
-    FastDiv byChannels;    // kUNIFORM_VEC, kSPAN2: C
+    FastDiv byPacksPerRow; // kLAST_VEC, kLAST_FIXED: C / vec;  kUNIFORM_*: inner / vec;  kSPAN2: inner
+    FastDiv byChannels;    // kUNIFORM_*, kSPAN2: C
     int64_t offset;        // flat index of the launch's element 0 (tail launches)
 };
 
@@ -113,7 +114,9 @@ inline FwdPlan planForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool 
     {
         prm.byPacksPerRow = FastDiv::make(spec.inner / vw);
         prm.byChannels = FastDiv::make(spec.channels);
-        body = FwdMode::kUNIFORM_VEC;
+        // Both launch shapes cover kTHREADS packs a block from pack 0: when the bias repeats within that, pack
+        // t + u * threads of every block has the same channel ([N, 64, 16] with [64, 1]: no index math per pack).
+        body = kTHREADS % (spec.channels * (spec.inner / vw)) == 0 ? FwdMode::kUNIFORM_FIXED : FwdMode::kUNIFORM_VEC;
     }
     else if (spec.inner >= vw && io)
     {
@@ -174,6 +177,12 @@ TORCHTRT_SWISH_HOST_DEVICE uint64_t fwdUniformBias(FwdParams const& prm, int64_t
 {
     uint64_t const q = prm.byPacksPerRow.div(static_cast<uint64_t>(p));
     return q - prm.byChannels.div(q) * prm.byChannels.d;
+}
+
+//! kUNIFORM_FIXED: the pack whose channel pack u of thread t shares (the channel pattern repeats every block).
+TORCHTRT_SWISH_HOST_DEVICE int64_t fwdFixedPack(uint32_t t, int u, int threads)
+{
+    return static_cast<int64_t>(t) + static_cast<int64_t>(u) * threads;
 }
 
 //! kSPAN2: the pack at element i takes bias c for its first `split` elements, c1 (the next channel) after.

@@ -17,7 +17,7 @@ using namespace detail;
 namespace {
 
 // The bias element of element k of pack p (first element i) in a launch, as the kernel's lookup for its mode.
-int64_t biasIndex(FwdLaunch const& l, int64_t i, int64_t p, int k, uint32_t t, Report& r)
+int64_t biasIndex(FwdLaunch const& l, int64_t i, int64_t p, int k, uint32_t t, int u, Report& r)
 {
     FwdParams const& prm = l.prm;
     switch (l.mode)
@@ -43,6 +43,7 @@ int64_t biasIndex(FwdLaunch const& l, int64_t i, int64_t p, int k, uint32_t t, R
         return c * l.vec + k;
     }
     case FwdMode::kUNIFORM_VEC: return static_cast<int64_t>(fwdUniformBias(prm, p));
+    case FwdMode::kUNIFORM_FIXED: return static_cast<int64_t>(fwdUniformBias(prm, fwdFixedPack(t, u, l.threads)));
     case FwdMode::kSPAN2:
     {
         FwdSpan const sp = fwdSpan2Bias(prm, i);
@@ -115,7 +116,7 @@ std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool bi
                         int64_t const iq = fwdElement(l.prm, q, l.vec);
                         for (int k = 0; k < l.vec && r.ok(); ++k)
                         {
-                            int64_t const got = biasIndex(l, iq, q, k, t, r);
+                            int64_t const got = biasIndex(l, iq, q, k, t, u, r);
                             if (r.ok() && (got < 0 || got >= biasLen || iq + k >= n))
                             {
                                 return "pack " + std::to_string(p) + " past the end loads bias["
@@ -132,7 +133,7 @@ std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool bi
                         {
                             return "y[" + std::to_string(e) + "] written twice or outside y";
                         }
-                        int64_t const got = biasIndex(l, i, p, k, t, r);
+                        int64_t const got = biasIndex(l, i, p, k, t, u, r);
                         int64_t const want = (e / spec.inner) % spec.channels;
                         if (r.ok() && (got != want || got < 0 || got >= biasLen))
                         {
