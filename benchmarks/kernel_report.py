@@ -57,6 +57,8 @@ def demangle_short(name: str) -> str:
         tag += " " + modes[int(mode.group(1))]
     if len(nums) >= 3:
         tag += f" t{nums[1]} ppt{nums[2]}"  # block size, packs per thread
+    if kern == "swishForwardKernel" and "Lb1E" in rest:
+        tag += " wide"  # 64-bit bias lookups
     return tag
 
 

@@ -1,6 +1,8 @@
 """torchtrt_swish::swish against an independent fp64 PyTorch reference, on CPU (and CUDA where present)."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -609,6 +611,28 @@ def test_more_than_2_pow_31_elements(layout):
     xs, ys = x[rows.cuda()].cpu(), y[rows.cuda()].cpu()
     _assert_close_to_reference(ys, xs, b.cpu())
     assert (rows.max() + 1) * c > (1 << 31)
+    del x, y
+    torch.cuda.empty_cache()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("sample,bshape", [((4104,), (4104,)), ((3, 16), (3, 1)), ((5, 49), (5, 1))],
+                         ids=["last_dim", "uniform_packs", "two_channel_packs"])
+def test_more_than_2_pow_32_elements_in_the_dividing_modes(sample, bshape):
+    """Past 2^32 elements the forward's per-pack bias lookups take their 64-bit kernels (fwdNarrow): the right
+    channel at the first and last rows and at random ones between."""
+    per_row = math.prod(sample)
+    rows = (1 << 32) // per_row + 2
+    free, _ = torch.cuda.mem_get_info()
+    if free < 2 * rows * per_row * 2 + (1 << 30):
+        pytest.skip(f"needs {4 * rows * per_row / 2**30:.1f} GiB of free GPU memory, {free / 2**30:.1f} GiB free")
+    x = torch.empty((rows, *sample), device="cuda", dtype=torch.float16).uniform_(-8, 8)
+    b = torch.randn(bshape, device="cuda", dtype=torch.float16)
+    y = torchtrt_swish.swish(x, b)
+    torch.cuda.synchronize()
+    pick = torch.cat([torch.arange(0, 4), torch.randint(0, rows, (64,)), torch.arange(rows - 4, rows)]).cuda()
+    _assert_close_to_reference(y[pick].cpu(), x[pick].cpu(), b.cpu())
+    assert rows * per_row > (1 << 32)
     del x, y
     torch.cuda.empty_cache()
 

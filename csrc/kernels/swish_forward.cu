@@ -30,7 +30,7 @@ struct BiasRaw
 
 // Loads the bias of the kVEC elements of pack p (first element i) for the per-pack modes (kUNIFORM_FIXED: p is
 // fwdFixedPack, which has the same channel).
-template <typename T, int kVEC, Mode kMODE>
+template <typename T, int kVEC, Mode kMODE, bool kNARROW>
 __device__ __forceinline__ BiasRaw<T, kVEC, kMODE> biasLoad(T const* __restrict__ bias, int64_t i, int64_t p,
     FwdParams const& prm)
 {
@@ -40,7 +40,7 @@ __device__ __forceinline__ BiasRaw<T, kVEC, kMODE> biasLoad(T const* __restrict_
         int64_t j = i;
         if constexpr (kMODE == Mode::kLAST_VEC)
         {
-            j = fwdLastVecBias(prm, p, kVEC);
+            j = fwdLastVecBias<kNARROW>(prm, p, kVEC);
         }
         if constexpr (kVEC > 1)
         {
@@ -55,14 +55,14 @@ __device__ __forceinline__ BiasRaw<T, kVEC, kMODE> biasLoad(T const* __restrict_
     }
     else if constexpr (kMODE == Mode::kUNIFORM_VEC || kMODE == Mode::kUNIFORM_FIXED)
     {
-        raw.v[0] = __ldg(bias + fwdUniformBias(prm, p));
+        raw.v[0] = __ldg(bias + fwdUniformBias<kNARROW>(prm, p));
     }
     else if constexpr (kMODE == Mode::kSPAN2)
     {
         // NCHW-like planes whose length is not a multiple of the pack (7x7, 14x14 in fp16): the pack's first
         // `split` elements take channel c, the rest the next one. Both loads hit L1 after the first pack of a
         // plane; the select costs less than the 64-bit divisions of the per-element lookup.
-        FwdSpan const sp = fwdSpan2Bias(prm, i);
+        FwdSpan const sp = fwdSpan2Bias<kNARROW>(prm, i);
         raw.v[0] = __ldg(bias + sp.c);
         raw.v[1] = __ldg(bias + sp.c1);
         raw.split = sp.split;
@@ -78,6 +78,21 @@ __device__ __forceinline__ BiasRaw<T, kVEC, kMODE> biasLoad(T const* __restrict_
         }
     }
     return raw;
+}
+
+// The bias of each of this thread's packs (a pack past the end takes the last pack's).
+template <typename T, int kVEC, Mode kMODE, int kT, int kPPT, bool kNARROW>
+__device__ __forceinline__ void biasLoads(T const* __restrict__ bias, int64_t nPacks, FwdParams const& prm,
+    BiasRaw<T, kVEC, kMODE> (&raw)[kPPT])
+{
+#pragma unroll
+    for (int u = 0; u < kPPT; ++u)
+    {
+        int64_t const p = kMODE == Mode::kUNIFORM_FIXED
+            ? fwdFixedPack(threadIdx.x, u, kT)
+            : fwdLoadPack(fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT), nPacks);
+        raw[u] = biasLoad<T, kVEC, kMODE, kNARROW>(bias, fwdElement(prm, p, kVEC), p, prm);
+    }
 }
 
 // The fp32 bias of each element of a pack.
@@ -114,7 +129,8 @@ __device__ __forceinline__ void biasOf(BiasRaw<T, kVEC, kMODE> const& raw, float
 // kPPT packs per thread, one pass over a grid that covers the tensor (no grid-stride loop: with one, the compiler
 // hoisted the bias load ahead of the x loads). A thread requests all its x packs, then all its bias, before it uses
 // any, so that it waits for memory once rather than once more for each pack's bias.
-template <typename T, int kVEC, Mode kMODE, int kT, int kPPT>
+// kWIDE: 64-bit bias lookups (a launch past fwdNarrow, in the modes that divide per pack).
+template <typename T, int kVEC, Mode kMODE, int kT, int kPPT, bool kWIDE = false>
 __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x, T const* __restrict__ bias,
     T* __restrict__ y, int64_t nPacks, FwdParams prm)
 {
@@ -140,14 +156,7 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     BiasRaw<T, kVEC, kMODE> raw[kPPT];
     if constexpr (fwdBiasPerPack(kMODE))
     {
-#pragma unroll
-        for (int u = 0; u < kPPT; ++u)
-        {
-            int64_t const p = kMODE == Mode::kUNIFORM_FIXED
-                ? fwdFixedPack(threadIdx.x, u, kT)
-                : fwdLoadPack(fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT), nPacks);
-            raw[u] = biasLoad<T, kVEC, kMODE>(bias, fwdElement(prm, p, kVEC), p, prm);
-        }
+        biasLoads<T, kVEC, kMODE, kT, kPPT, !kWIDE>(bias, nPacks, prm, raw);
     }
     float const scalarBias = kMODE == Mode::kSCALAR ? Cvt<T>::toF(bias[0]) : 0.0f;
     // kLAST_FIXED: C / kVEC divides kT, so all of this thread's packs have the same channels, and as kT is a power
@@ -223,6 +232,26 @@ cudaError_t launchMode(FwdLaunch const& l, T const* x, T const* bias, T* y, cuda
     constexpr int kV = 16 / sizeof(T);
     T const* const xs = x + l.prm.offset;
     T* const ys = y + l.prm.offset;
+    bool const wide = fwdDividesPerPack(kMODE) && !fwdNarrow(l.prm, l.nPacks, l.vec);
+    if constexpr (fwdDividesPerPack(kMODE))
+    {
+        if (wide && l.vec == kV && l.ppt == 1)
+        {
+            swishForwardKernel<T, kV, kMODE, kTHREADS, 1, true><<<l.grid, kTHREADS, 0, stream>>>(xs, bias, ys,
+                l.nPacks, l.prm);
+            return cudaSuccess;
+        }
+        if (wide && l.vec == kV && l.ppt == 2)
+        {
+            swishForwardKernel<T, kV, kMODE, kTHREADS / 2, 2, true><<<l.grid, kTHREADS / 2, 0, stream>>>(xs, bias,
+                ys, l.nPacks, l.prm);
+            return cudaSuccess;
+        }
+    }
+    if (wide)
+    {
+        return cudaErrorInvalidValue;
+    }
     if (l.vec == kV && l.ppt == 1)
     {
         swishForwardKernel<T, kV, kMODE, kTHREADS, 1><<<l.grid, kTHREADS, 0, stream>>>(xs, bias, ys, l.nPacks, l.prm);

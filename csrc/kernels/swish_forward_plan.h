@@ -64,6 +64,12 @@ inline int64_t fwdOnePackLimit(DType dtype, FwdMode mode)
     return dtype == DType::kBFLOAT16 && mode == FwdMode::kSPAN2 ? int64_t{1} << 20 : int64_t{1} << 18;
 }
 
+//! Whether a mode divides per pack (FastDiv): those have 32-bit and 64-bit kernels (fwdNarrow).
+constexpr bool fwdDividesPerPack(FwdMode m)
+{
+    return m == FwdMode::kLAST_VEC || m == FwdMode::kUNIFORM_VEC || m == FwdMode::kSPAN2;
+}
+
 //! Whether a mode has an element-wise (pack width 1) kernel: the tail and misaligned launches use only these.
 constexpr bool fwdHasScalarKernel(FwdMode m)
 {
@@ -140,6 +146,42 @@ inline FwdPlan planForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool 
 
 // ------------------------------------------------------------------------------------------- the kernel's indices
 
+//! Whether every element index of a launch (and so every divisor of its bias lookup) fits 32 bits: its lookups then
+//! take FastDiv::div32, with no per-division branch to the 64-bit path (which serialized the packs' index math).
+//! kUNIFORM_FIXED's lookups (packs below the block size) are always 32-bit.
+TORCHTRT_SWISH_HOST_DEVICE bool fwdNarrow(FwdParams const& prm, int64_t nPacks, int vec)
+{
+    return prm.offset + nPacks * vec <= int64_t{0xffffffff};
+}
+
+//! n / f.d, and n % f.d: in 32-bit arithmetic when the launch is narrow (fwdNarrow), else the general division.
+template <bool kNARROW>
+TORCHTRT_SWISH_HOST_DEVICE uint64_t fwdDiv(FastDiv const& f, uint64_t n)
+{
+    if constexpr (kNARROW)
+    {
+        return f.div32(static_cast<uint32_t>(n));
+    }
+    else
+    {
+        return f.div(n);
+    }
+}
+
+template <bool kNARROW>
+TORCHTRT_SWISH_HOST_DEVICE uint64_t fwdMod(FastDiv const& f, uint64_t n)
+{
+    if constexpr (kNARROW)
+    {
+        auto const n32 = static_cast<uint32_t>(n);
+        return n32 - f.div32(n32) * static_cast<uint32_t>(f.d);
+    }
+    else
+    {
+        return n - f.div(n) * f.d;
+    }
+}
+
 //! Pack u of thread t of block b in a launch of `threads` x `ppt` packs a block.
 TORCHTRT_SWISH_HOST_DEVICE int64_t fwdPack(uint32_t b, uint32_t t, int u, int threads, int ppt)
 {
@@ -160,10 +202,10 @@ TORCHTRT_SWISH_HOST_DEVICE int64_t fwdElement(FwdParams const& prm, int64_t p, i
 }
 
 //! kLAST_VEC: the bias element of pack p's first element (its vec elements follow).
+template <bool kNARROW>
 TORCHTRT_SWISH_HOST_DEVICE int64_t fwdLastVecBias(FwdParams const& prm, int64_t p, int vec)
 {
-    uint64_t const q = prm.byPacksPerRow.div(static_cast<uint64_t>(p));
-    return (p - static_cast<int64_t>(q * prm.byPacksPerRow.d)) * vec;
+    return static_cast<int64_t>(fwdMod<kNARROW>(prm.byPacksPerRow, static_cast<uint64_t>(p))) * vec;
 }
 
 //! kLAST_FIXED: the bias pack of thread t (the channel-pack count is a power of two dividing the block: a mask).
@@ -173,10 +215,10 @@ TORCHTRT_SWISH_HOST_DEVICE uint32_t fwdFixedBiasPack(FwdParams const& prm, uint3
 }
 
 //! kUNIFORM_VEC: the one bias element of pack p.
+template <bool kNARROW>
 TORCHTRT_SWISH_HOST_DEVICE uint64_t fwdUniformBias(FwdParams const& prm, int64_t p)
 {
-    uint64_t const q = prm.byPacksPerRow.div(static_cast<uint64_t>(p));
-    return q - prm.byChannels.div(q) * prm.byChannels.d;
+    return fwdMod<kNARROW>(prm.byChannels, fwdDiv<kNARROW>(prm.byPacksPerRow, static_cast<uint64_t>(p)));
 }
 
 //! kUNIFORM_FIXED: the pack whose channel pack u of thread t shares (the channel pattern repeats every block).
@@ -193,11 +235,12 @@ struct FwdSpan
     int64_t split;
 };
 
+template <bool kNARROW>
 TORCHTRT_SWISH_HOST_DEVICE FwdSpan fwdSpan2Bias(FwdParams const& prm, int64_t i)
 {
-    uint64_t const q = prm.byPacksPerRow.div(static_cast<uint64_t>(i));
-    int64_t const split = prm.spec.inner - (i - static_cast<int64_t>(q * prm.byPacksPerRow.d));
-    uint64_t const c = q - prm.byChannels.div(q) * prm.byChannels.d;
+    auto const u = static_cast<uint64_t>(i);
+    int64_t const split = prm.spec.inner - static_cast<int64_t>(fwdMod<kNARROW>(prm.byPacksPerRow, u));
+    uint64_t const c = fwdMod<kNARROW>(prm.byChannels, fwdDiv<kNARROW>(prm.byPacksPerRow, u));
     return FwdSpan{c, c + 1 == prm.byChannels.d ? 0 : c + 1, split};
 }
 

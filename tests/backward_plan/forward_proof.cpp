@@ -16,8 +16,10 @@ using namespace detail;
 
 namespace {
 
-// The bias element of element k of pack p (first element i) in a launch, as the kernel's lookup for its mode.
-int64_t biasIndex(FwdLaunch const& l, int64_t i, int64_t p, int k, uint32_t t, int u, Report& r)
+// The bias element of element k of pack p (first element i) in a launch, as the kernel's lookup for its mode
+// (kNARROW: the 32-bit index math the kernel takes when fwdNarrow holds).
+template <bool kNARROW>
+int64_t biasIndexAs(FwdLaunch const& l, int64_t i, int64_t p, int k, uint32_t t, int u, Report& r)
 {
     FwdParams const& prm = l.prm;
     switch (l.mode)
@@ -26,7 +28,7 @@ int64_t biasIndex(FwdLaunch const& l, int64_t i, int64_t p, int k, uint32_t t, i
     case FwdMode::kFULL: return i + k;
     case FwdMode::kLAST_VEC:
     {
-        int64_t const j = fwdLastVecBias(prm, p, l.vec);
+        int64_t const j = fwdLastVecBias<kNARROW>(prm, p, l.vec);
         if (j % l.vec != 0 || j + l.vec > prm.spec.channels)
         {
             r.fail("kLAST_VEC bias pack at " + std::to_string(j) + " of " + std::to_string(prm.spec.channels));
@@ -42,11 +44,12 @@ int64_t biasIndex(FwdLaunch const& l, int64_t i, int64_t p, int k, uint32_t t, i
         }
         return c * l.vec + k;
     }
-    case FwdMode::kUNIFORM_VEC: return static_cast<int64_t>(fwdUniformBias(prm, p));
-    case FwdMode::kUNIFORM_FIXED: return static_cast<int64_t>(fwdUniformBias(prm, fwdFixedPack(t, u, l.threads)));
+    case FwdMode::kUNIFORM_VEC: return static_cast<int64_t>(fwdUniformBias<kNARROW>(prm, p));
+    case FwdMode::kUNIFORM_FIXED:
+        return static_cast<int64_t>(fwdUniformBias<true>(prm, fwdFixedPack(t, u, l.threads)));
     case FwdMode::kSPAN2:
     {
-        FwdSpan const sp = fwdSpan2Bias(prm, i);
+        FwdSpan const sp = fwdSpan2Bias<kNARROW>(prm, i);
         if (sp.split < 1 || static_cast<int64_t>(sp.c1) >= prm.spec.channels)
         {
             r.fail("kSPAN2 split " + std::to_string(sp.split) + ", next channel " + std::to_string(sp.c1));
@@ -65,6 +68,22 @@ int64_t biasIndex(FwdLaunch const& l, int64_t i, int64_t p, int k, uint32_t t, i
     }
     r.fail("unknown mode");
     return -1;
+}
+
+// The kernel's lookup; a narrow launch's 32-bit lookups must also agree with the 64-bit ones.
+int64_t biasIndex(FwdLaunch const& l, int64_t i, int64_t p, int k, uint32_t t, int u, Report& r)
+{
+    if (fwdDividesPerPack(l.mode) && !fwdNarrow(l.prm, l.nPacks, l.vec))
+    {
+        return biasIndexAs<false>(l, i, p, k, t, u, r);
+    }
+    int64_t const narrow = biasIndexAs<true>(l, i, p, k, t, u, r);
+    if (narrow != biasIndexAs<false>(l, i, p, k, t, u, r))
+    {
+        r.fail("32-bit bias lookup " + std::to_string(narrow) + " differs from the 64-bit one at pack "
+            + std::to_string(p));
+    }
+    return narrow;
 }
 
 } // namespace
