@@ -53,7 +53,7 @@ def demangle_short(name: str) -> str:
     if nums:
         tag += " vec" + nums[0]
     if mode:
-        modes = ["scalar", "full", "last_vec", "last_fixed", "uniform_vec", "span2", "periodic", "uniform_fixed"]
+        modes = ["scalar", "full", "last_vec", "last_fixed", "uniform_vec", "span2", "periodic"]
         tag += " " + modes[int(mode.group(1))]
     if len(nums) >= 3:
         tag += f" t{nums[1]} ppt{nums[2]}"  # block size, packs per thread

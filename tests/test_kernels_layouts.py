@@ -34,8 +34,8 @@ LAYOUTS = [
     ((2, 16, 2, 2), (16, 1, 1), False),       # 4 < the pack width: single-element packs
     ((1, 3, 99, 99), (3, 1, 1), False),       # 9801, odd and longer than a block: single-element split planes
     ((5, 3, 1000), (3, 1), False),
-    ((16, 64, 16), (64, 1), False),           # whole samples per block; forward: channels fixed per thread
-    ((2100, 64, 16), (64, 1), False),         # the same past 2^18 packs: two packs a thread
+    ((16, 64, 16), (64, 1), False),           # whole samples per block
+    ((2100, 64, 16), (64, 1), False),         # the same past 2^18 packs: two forward packs a thread
     ((70, 64, 16), (64, 1), False),           # fp16/bf16: grouped columns, 16 columns a channel, a partial row chunk
     ((33, 2, 64), (2, 1), False),             # fp16/bf16: grouped columns, a 64-column group spanning two warps
     ((48, 5, 8), (5, 1), False),              # 5-pack rows: no grouped tile fits, planes instead

@@ -619,7 +619,7 @@ def test_more_than_2_pow_31_elements(layout):
 @pytest.mark.parametrize("sample,bshape", [((4104,), (4104,)), ((3, 16), (3, 1)), ((5, 49), (5, 1))],
                          ids=["last_dim", "uniform_packs", "two_channel_packs"])
 def test_more_than_2_pow_32_elements_in_the_dividing_modes(sample, bshape):
-    """Past 2^32 elements the forward's per-pack bias lookups take their 64-bit kernels (fwdNarrow): the right
+    """Past 2^32 elements the forward's per-pack bias lookups take 64-bit index math (fwdNarrow): the right
     channel at the first and last rows and at random ones between."""
     per_row = math.prod(sample)
     rows = (1 << 32) // per_row + 2

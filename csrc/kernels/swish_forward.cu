@@ -14,22 +14,19 @@ using Mode = FwdMode;
 __host__ __device__ constexpr bool fwdBiasPerPack(Mode m)
 {
     return m == Mode::kFULL || m == Mode::kLAST_VEC || m == Mode::kUNIFORM_VEC || m == Mode::kSPAN2
-        || m == Mode::kPERIODIC || m == Mode::kUNIFORM_FIXED;
+        || m == Mode::kPERIODIC;
 }
 
 // The bias of one pack as loaded, not yet converted (kSPAN2: two channels and where the second starts).
 template <typename T, int kVEC, Mode kMODE>
 struct BiasRaw
 {
-    static constexpr int kN = kMODE == Mode::kUNIFORM_VEC || kMODE == Mode::kUNIFORM_FIXED ? 1
-        : kMODE == Mode::kSPAN2                                    ? 2
-                                                                   : kVEC;
+    static constexpr int kN = kMODE == Mode::kUNIFORM_VEC ? 1 : kMODE == Mode::kSPAN2 ? 2 : kVEC;
     alignas(16) T v[kN];
     int64_t split;
 };
 
-// Loads the bias of the kVEC elements of pack p (first element i) for the per-pack modes (kUNIFORM_FIXED: p is
-// fwdFixedPack, which has the same channel).
+// Loads the bias of the kVEC elements of pack p (first element i) for the per-pack modes.
 template <typename T, int kVEC, Mode kMODE, bool kNARROW>
 __device__ __forceinline__ BiasRaw<T, kVEC, kMODE> biasLoad(T const* __restrict__ bias, int64_t i, int64_t p,
     FwdParams const& prm)
@@ -53,7 +50,7 @@ __device__ __forceinline__ BiasRaw<T, kVEC, kMODE> biasLoad(T const* __restrict_
             raw.v[0] = bias[j];
         }
     }
-    else if constexpr (kMODE == Mode::kUNIFORM_VEC || kMODE == Mode::kUNIFORM_FIXED)
+    else if constexpr (kMODE == Mode::kUNIFORM_VEC)
     {
         raw.v[0] = __ldg(bias + fwdUniformBias<kNARROW>(prm, p));
     }
@@ -62,7 +59,7 @@ __device__ __forceinline__ BiasRaw<T, kVEC, kMODE> biasLoad(T const* __restrict_
         // NCHW-like planes whose length is not a multiple of the pack (7x7, 14x14 in fp16): the pack's first
         // `split` elements take channel c, the rest the next one. Both loads hit L1 after the first pack of a
         // plane; the select costs less than the 64-bit divisions of the per-element lookup.
-        FwdSpan const sp = fwdSpan2Bias<kNARROW>(prm, i);
+        FwdSpan const sp = fwdSpan2Bias(prm, i);
         raw.v[0] = __ldg(bias + sp.c);
         raw.v[1] = __ldg(bias + sp.c1);
         raw.split = sp.split;
@@ -88,9 +85,7 @@ __device__ __forceinline__ void biasLoads(T const* __restrict__ bias, int64_t nP
 #pragma unroll
     for (int u = 0; u < kPPT; ++u)
     {
-        int64_t const p = kMODE == Mode::kUNIFORM_FIXED
-            ? fwdFixedPack(threadIdx.x, u, kT)
-            : fwdLoadPack(fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT), nPacks);
+        int64_t const p = fwdLoadPack(fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT), nPacks);
         raw[u] = biasLoad<T, kVEC, kMODE, kNARROW>(bias, fwdElement(prm, p, kVEC), p, prm);
     }
 }
@@ -111,7 +106,7 @@ __device__ __forceinline__ void biasOf(BiasRaw<T, kVEC, kMODE> const& raw, float
         {
             out[k] = fixedBias[k];
         }
-        else if constexpr (kMODE == Mode::kUNIFORM_VEC || kMODE == Mode::kUNIFORM_FIXED)
+        else if constexpr (kMODE == Mode::kUNIFORM_VEC)
         {
             out[k] = Cvt<T>::toF(raw.v[0]);
         }
@@ -293,7 +288,6 @@ cudaError_t launchOne(FwdLaunch const& l, T const* x, T const* bias, T* y, cudaS
     case Mode::kUNIFORM_VEC: return launchMode<T, Mode::kUNIFORM_VEC>(l, x, bias, y, stream);
     case Mode::kSPAN2: return launchMode<T, Mode::kSPAN2>(l, x, bias, y, stream);
     case Mode::kPERIODIC: return launchMode<T, Mode::kPERIODIC>(l, x, bias, y, stream);
-    case Mode::kUNIFORM_FIXED: return launchMode<T, Mode::kUNIFORM_FIXED>(l, x, bias, y, stream);
     }
     return cudaErrorInvalidValue;
 }

@@ -20,16 +20,15 @@ enum class FwdMode : int
     kLAST_FIXED,  // as kLAST_VEC with C / width dividing the block size: bias loaded once per thread
     kUNIFORM_VEC, // bias[(i / inner) % C], inner a multiple of the pack width: one bias value per pack
     kSPAN2,       // bias[(i / inner) % C], inner >= the pack width: a pack spans at most two channels
-    kPERIODIC,    // bias[(i / inner) % C], anything else: per-element lookup
-    kUNIFORM_FIXED // as kUNIFORM_VEC with C * inner / width dividing a block's packs: a thread's channels are fixed
+    kPERIODIC     // bias[(i / inner) % C], anything else: per-element lookup
 };
 
 //! What the kernel needs besides the pointers.
 struct FwdParams
 {
     BiasSpec spec;
-    FastDiv byPacksPerRow; // kLAST_VEC, kLAST_FIXED: C / vec;  kUNIFORM_*: inner / vec;  kSPAN2: inner
-    FastDiv byChannels;    // kUNIFORM_*, kSPAN2: C
+    FastDiv byPacksPerRow; // kLAST_VEC, kLAST_FIXED: C / vec;  kUNIFORM_VEC: inner / vec;  kSPAN2: inner
+    FastDiv byChannels;    // kUNIFORM_VEC, kSPAN2: C
     int64_t offset;        // flat index of the launch's element 0 (tail launches)
 };
 
@@ -64,10 +63,11 @@ inline int64_t fwdOnePackLimit(DType dtype, FwdMode mode)
     return dtype == DType::kBFLOAT16 && mode == FwdMode::kSPAN2 ? int64_t{1} << 20 : int64_t{1} << 18;
 }
 
-//! Whether a mode divides per pack (FastDiv): those have 32-bit and 64-bit kernels (fwdNarrow).
+//! Whether a mode's lookup divides per pack in 32-bit arithmetic when the launch allows (fwdNarrow): those modes
+//! have 32-bit and 64-bit kernels. kSPAN2 keeps FastDiv::div (32-bit lookups were slower there: performance notes).
 constexpr bool fwdDividesPerPack(FwdMode m)
 {
-    return m == FwdMode::kLAST_VEC || m == FwdMode::kUNIFORM_VEC || m == FwdMode::kSPAN2;
+    return m == FwdMode::kLAST_VEC || m == FwdMode::kUNIFORM_VEC;
 }
 
 //! Whether a mode has an element-wise (pack width 1) kernel: the tail and misaligned launches use only these.
@@ -120,9 +120,7 @@ inline FwdPlan planForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool 
     {
         prm.byPacksPerRow = FastDiv::make(spec.inner / vw);
         prm.byChannels = FastDiv::make(spec.channels);
-        // Both launch shapes cover kTHREADS packs a block from pack 0: when the bias repeats within that, pack
-        // t + u * threads of every block has the same channel ([N, 64, 16] with [64, 1]: no index math per pack).
-        body = kTHREADS % (spec.channels * (spec.inner / vw)) == 0 ? FwdMode::kUNIFORM_FIXED : FwdMode::kUNIFORM_VEC;
+        body = FwdMode::kUNIFORM_VEC;
     }
     else if (spec.inner >= vw && io)
     {
@@ -148,7 +146,6 @@ inline FwdPlan planForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool 
 
 //! Whether every element index of a launch (and so every divisor of its bias lookup) fits 32 bits: its lookups then
 //! take FastDiv::div32, with no per-division branch to the 64-bit path (which serialized the packs' index math).
-//! kUNIFORM_FIXED's lookups (packs below the block size) are always 32-bit.
 TORCHTRT_SWISH_HOST_DEVICE bool fwdNarrow(FwdParams const& prm, int64_t nPacks, int vec)
 {
     return prm.offset + nPacks * vec <= int64_t{0xffffffff};
@@ -221,12 +218,6 @@ TORCHTRT_SWISH_HOST_DEVICE uint64_t fwdUniformBias(FwdParams const& prm, int64_t
     return fwdMod<kNARROW>(prm.byChannels, fwdDiv<kNARROW>(prm.byPacksPerRow, static_cast<uint64_t>(p)));
 }
 
-//! kUNIFORM_FIXED: the pack whose channel pack u of thread t shares (the channel pattern repeats every block).
-TORCHTRT_SWISH_HOST_DEVICE int64_t fwdFixedPack(uint32_t t, int u, int threads)
-{
-    return static_cast<int64_t>(t) + static_cast<int64_t>(u) * threads;
-}
-
 //! kSPAN2: the pack at element i takes bias c for its first `split` elements, c1 (the next channel) after.
 struct FwdSpan
 {
@@ -235,12 +226,11 @@ struct FwdSpan
     int64_t split;
 };
 
-template <bool kNARROW>
 TORCHTRT_SWISH_HOST_DEVICE FwdSpan fwdSpan2Bias(FwdParams const& prm, int64_t i)
 {
-    auto const u = static_cast<uint64_t>(i);
-    int64_t const split = prm.spec.inner - static_cast<int64_t>(fwdMod<kNARROW>(prm.byPacksPerRow, u));
-    uint64_t const c = fwdMod<kNARROW>(prm.byChannels, fwdDiv<kNARROW>(prm.byPacksPerRow, u));
+    uint64_t const q = prm.byPacksPerRow.div(static_cast<uint64_t>(i));
+    int64_t const split = prm.spec.inner - (i - static_cast<int64_t>(q * prm.byPacksPerRow.d));
+    uint64_t const c = q - prm.byChannels.div(q) * prm.byChannels.d;
     return FwdSpan{c, c + 1 == prm.byChannels.d ? 0 : c + 1, split};
 }
 

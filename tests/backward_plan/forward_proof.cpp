@@ -19,7 +19,7 @@ namespace {
 // The bias element of element k of pack p (first element i) in a launch, as the kernel's lookup for its mode
 // (kNARROW: the 32-bit index math the kernel takes when fwdNarrow holds).
 template <bool kNARROW>
-int64_t biasIndexAs(FwdLaunch const& l, int64_t i, int64_t p, int k, uint32_t t, int u, Report& r)
+int64_t biasIndexAs(FwdLaunch const& l, int64_t i, int64_t p, int k, uint32_t t, Report& r)
 {
     FwdParams const& prm = l.prm;
     switch (l.mode)
@@ -45,11 +45,9 @@ int64_t biasIndexAs(FwdLaunch const& l, int64_t i, int64_t p, int k, uint32_t t,
         return c * l.vec + k;
     }
     case FwdMode::kUNIFORM_VEC: return static_cast<int64_t>(fwdUniformBias<kNARROW>(prm, p));
-    case FwdMode::kUNIFORM_FIXED:
-        return static_cast<int64_t>(fwdUniformBias<true>(prm, fwdFixedPack(t, u, l.threads)));
     case FwdMode::kSPAN2:
     {
-        FwdSpan const sp = fwdSpan2Bias<kNARROW>(prm, i);
+        FwdSpan const sp = fwdSpan2Bias(prm, i);
         if (sp.split < 1 || static_cast<int64_t>(sp.c1) >= prm.spec.channels)
         {
             r.fail("kSPAN2 split " + std::to_string(sp.split) + ", next channel " + std::to_string(sp.c1));
@@ -71,14 +69,14 @@ int64_t biasIndexAs(FwdLaunch const& l, int64_t i, int64_t p, int k, uint32_t t,
 }
 
 // The kernel's lookup; a narrow launch's 32-bit lookups must also agree with the 64-bit ones.
-int64_t biasIndex(FwdLaunch const& l, int64_t i, int64_t p, int k, uint32_t t, int u, Report& r)
+int64_t biasIndex(FwdLaunch const& l, int64_t i, int64_t p, int k, uint32_t t, Report& r)
 {
     if (fwdDividesPerPack(l.mode) && !fwdNarrow(l.prm, l.nPacks, l.vec))
     {
-        return biasIndexAs<false>(l, i, p, k, t, u, r);
+        return biasIndexAs<false>(l, i, p, k, t, r);
     }
-    int64_t const narrow = biasIndexAs<true>(l, i, p, k, t, u, r);
-    if (narrow != biasIndexAs<false>(l, i, p, k, t, u, r))
+    int64_t const narrow = biasIndexAs<true>(l, i, p, k, t, r);
+    if (narrow != biasIndexAs<false>(l, i, p, k, t, r))
     {
         r.fail("32-bit bias lookup " + std::to_string(narrow) + " differs from the 64-bit one at pack "
             + std::to_string(p));
@@ -135,7 +133,7 @@ std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool bi
                         int64_t const iq = fwdElement(l.prm, q, l.vec);
                         for (int k = 0; k < l.vec && r.ok(); ++k)
                         {
-                            int64_t const got = biasIndex(l, iq, q, k, t, u, r);
+                            int64_t const got = biasIndex(l, iq, q, k, t, r);
                             if (r.ok() && (got < 0 || got >= biasLen || iq + k >= n))
                             {
                                 return "pack " + std::to_string(p) + " past the end loads bias["
@@ -152,7 +150,7 @@ std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool bi
                         {
                             return "y[" + std::to_string(e) + "] written twice or outside y";
                         }
-                        int64_t const got = biasIndex(l, i, p, k, t, u, r);
+                        int64_t const got = biasIndex(l, i, p, k, t, r);
                         int64_t const want = (e / spec.inner) % spec.channels;
                         if (r.ok() && (got != want || got < 0 || got >= biasLen))
                         {
