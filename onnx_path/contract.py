@@ -1,26 +1,6 @@
 """The SwishBias node contract, checked in one place: what the plugin (reached through TensorRT's parser) accepts.
 
-A node whose op_type is ``SwishBias`` must:
-
-* be in domain ``torchtrt_swish``;
-* name the plugin the way TensorRT's ONNX parser looks it up: attribute ``plugin_version`` (a string, default
-  ``"1"``) and attribute ``plugin_namespace`` (a string; the parser's default is ``""`` and it never reads the
-  node's domain, so the attribute must say ``torchtrt_swish``);
-* take ``[x, bias]`` — the plugin's two tensor inputs, bias of x's dtype in a layout the plugin supports (scalar,
-  per-channel, full; a fixed bias is a constant) — and have no ``bias`` attribute: the plugin has no fields (the
-  surgery turns the original material's attribute bias into a scalar constant input);
-* have one output and an x of float32, float16 or bfloat16;
-* have no other attribute. TensorRT's parser hands a plugin only the attributes its creator lists in
-  getFieldNames(), and SwishBias lists none (csrc/trt_plugin/swish_creator.cpp): anything else (``alpha``, ``beta``,
-  ...) would be dropped silently, so the engine would compute something other than what the node says. Every host
-  therefore refuses such a node in one line rather than ignore it as TensorRT does: ``check``, ``build-engine`` and
-  the surgery through ``node_problem``; ``onnx_path.engine.build_engine`` and the CPU executors
-  (``onnx_path.reference``) through ``attribute_problem``.
-
-``check`` and ``build-engine`` validate every SwishBias node, in the main graph, in every If/Loop/Scan body and in
-every call of a model-local function (``function_problems``), with ``model_problems`` before anything runs; the
-surgery applies the same rules to what it is about to emit (``x_dtype_problem``, ``bias_problem``) and validates its
-result with ``model_problems``; the CPU executors check the plugin identity with ``identity_problem``.
+The rules, and which host checks them where: docs/onnx_route.md#the-node-contract.
 """
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """ONNX -> TensorRT engine over Polygraphy's TensorRT loaders, with the SwishBias plugin library loaded first.
 
-Polygraphy does the TensorRT work: ``CreateNetwork`` (strongly typed where the graph carries its precision, and
-always where TensorRT has no precision flags: TensorRT 11 removed ``BuilderFlag.FP16`` / ``BF16``, so half
-precision must be in the ONNX graph itself, e.g. ``export --dtype float16``), ``CreateConfig`` with one ``Profile``
-for the dynamic inputs, the precision flag and the workspace limit, ``EngineBytesFromNetwork`` and ``SaveBytes``.
-What it lacks stays here: the plugin goes into the registry through :func:`torchtrt_swish.plugin.load_plugin`,
-the profile comes from our shape specs (plain Python, tested without TensorRT), and failures are errors that say
-what to fix. That is why the ONNX parser is called here and not through ``NetworkFromOnnxPath``, which keeps the
-parser's errors to its log: when the parser cannot resolve a node, the error names the plugin name, version and
-namespace it looked for, and the library that was loaded. Model-local functions go to the parser as they are (it
-imports them); what it would import otherwise than ONNX defines is refused first (``onnx_path.functions``).
+What Polygraphy does and what stays here, and why: docs/onnx_route.md#engine.
 """
 from __future__ import annotations
 

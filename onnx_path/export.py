@@ -1,19 +1,6 @@
 """Export models that call torchtrt_swish::swish to ONNX, the op becoming one SwishBias node.
 
-Two exporters, both public torch.onnx API:
-
-* TorchScript (``dynamo=False``), the seed's way: ``torch.onnx.register_custom_op_symbolic`` maps
-  ``torchtrt_swish::swish`` to ``g.op("torchtrt_swish::SwishBias", x, bias, plugin_version_s=..., ...)``; any
-  opset >= 11 (the seed used 11).
-* torch.export-based (``dynamo=True``): ``custom_translation_table`` maps the op overload to an onnxscript function
-  in the custom opset ``torchtrt_swish`` (version 1), which lands in the model's ``opset_import``.
-
-Either way the bias parameter becomes an initializer input of the node, dynamic axes are named (``batch``,
-``height``, ``width``) and the result passes ``onnx.checker`` (full check) and strict shape inference. A SwishBias
-node whose bias the plugin would reject at build time (a layout other than scalar, per-channel or full shape, e.g. a
-bias [H, W] on x [N, C, H, W]; one spanning a dynamic axis; another dtype than x's) is an ``ExportError`` naming
-the node: the torch op broadcasts any bias, the plugin does not, and no runtime but the plugin runs the node. The
-rule is the node contract's (``onnx_path.contract.bias_problem``, over ``torchtrt_swish.layout``).
+The two exporters and what an export is checked for: docs/onnx_route.md#export.
 """
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
 """Numerical parity of the ONNX route, built on Polygraphy's ``Comparator`` and ``CompareFunc``.
 
-Runners: ``TorchRunner`` (as the reference, a float64 copy of the module with the op replaced by ``F.silu(x) +
-bias``), ``ReferenceExecutorRunner`` (onnx.reference + this package's CPU kernel), Polygraphy's ``OnnxrtRunner`` over
-``reference.ort_session`` and ``TrtRunner`` over an engine. Each candidate and its baseline are compared with the
-reference; the verdict rules are ``onnx_path.verdict``'s. What a request that cannot be compared raises:
-``ParityInputError``, ``RunFailure`` (a runner failed on the inputs), ``FeedError`` (inputs that cannot be made).
-Described in full: docs/onnx_route.md.
+The runners, the baselines and what a request that cannot be compared raises: docs/onnx_route.md#parity.
 """
 from __future__ import annotations
 
@@ -77,7 +72,7 @@ __all__ = [
 
 
 class ParityInputError(ValueError):
-    """The comparison cannot be made as asked (see the module docstring); the message names what is wrong."""
+    """The comparison cannot be made as asked (docs/onnx_route.md#parity); the message names what is wrong."""
 
 
 class RunFailure(ParityInputError):
@@ -525,7 +520,7 @@ def check_parity(onnx_model: OnnxModel | onnx.ModelProto, **kwargs) -> ParityRep
 
     Keyword arguments: torch_model (reference, run in float64 with the independent swish — preferred) or
     reference_onnx (e.g. the model before fusion, run by plain ONNX Runtime); baseline_onnx (the unfused model, or
-    the reference exported by ``export_baseline``: run by the same ONNX executors, see the module docstring) with
+    the reference exported by ``export_baseline``: run by the same ONNX executors, docs/onnx_route.md#parity) with
     baseline_name, or baseline_skipped (why there is none, for the report); feeds (list of input dicts, default
     `random_feeds`); dtype; backends ('reference', 'ort'); engine_path (TensorRT engine, skipped without
     TensorRT); extra_runners (e.g. a TorchRunner over a Torch-TensorRT module); per_layer; tolerances

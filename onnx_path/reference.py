@@ -1,21 +1,6 @@
-"""Run ONNX graphs that contain SwishBias nodes on the CPU, without TensorRT.
+"""Run ONNX graphs that contain SwishBias nodes on the CPU, without TensorRT, with this package's CPU kernel.
 
-The SwishBias node is computed by this package's own CPU kernel (``torchtrt_swish.swish`` on CPU tensors), so the
-ONNX route can be checked end to end here. Two executors:
-
-* ``ReferenceExecutor`` — ``onnx.reference.ReferenceEvaluator`` with a ``SwishBias`` ``OpRun`` (domain
-  ``torchtrt_swish``); handles float32, float16 and bfloat16 graphs (ONNX's reference ops for everything else).
-  Ops that sum many values (``ACCUMULATING_OPS``: convolutions, matrix products, reductions, normalizations) take
-  float16/bfloat16 inputs in float32 and round the result once, as GPU kernels accumulate: NumPy's float16 sums
-  overflow where the result itself is in range (a ReduceMean of 4096 values of 200 gives inf).
-* ``ort_session`` — ONNX Runtime on a *domain-rewritten copy*: each SwishBias node becomes an onnxruntime-extensions
-  Python custom op in ``ai.onnx.contrib`` (the only domain those ops live in), calling the same kernel. float32
-  graphs only: the Python custom-op bridge aborts the process on float16 ("Type float16 not supported by python
-  customops api"), and ONNX Runtime's CPU provider lacks bfloat16 kernels for most ops.
-
-Both check the node's plugin identity the way TensorRT's parser looks it up (op_type, ``plugin_version`` default
-"1", ``plugin_namespace`` default "", never the domain: ``onnx_path.contract.identity_problem``), so a node TensorRT
-could not resolve fails here too. Both run a model's local functions inlined (``onnx_path.functions``).
+The two executors and their limits: docs/onnx_route.md#cpu-executors.
 """
 from __future__ import annotations
 
@@ -38,7 +23,7 @@ from .surgery_values import sparse_to_dense
 
 ORT_DOMAIN = "ai.onnx.contrib"
 BACKENDS = ("reference", "ort")
-# Standard ops whose float16/bfloat16 inputs the ReferenceExecutor computes in float32 (see the module docstring).
+# Standard ops whose float16/bfloat16 inputs the ReferenceExecutor computes in float32 (docs/onnx_route.md).
 ACCUMULATING_OPS = (
     "AveragePool", "BatchNormalization", "Conv", "ConvTranspose", "CumSum", "Einsum", "Gemm", "GlobalAveragePool",
     "GroupNormalization", "InstanceNormalization", "LayerNormalization", "LogSoftmax", "LpNormalization", "LRN",

@@ -1,12 +1,7 @@
 """Graph surgery with onnx-graphsurgeon: turn swish-like subgraphs of any ONNX model into SwishBias nodes.
 
-Each pass is a small function registered on ``gs.Graph`` (``@gs.Graph.register()``): ``convert_seed_swish`` (the
-original material's two export formats), ``convert_onnx_swish`` (ONNX ``Swish`` with ``alpha == 1``) and
-``fuse_sigmoid_mul`` (``Sigmoid``·``Mul`` of one tensor, an ``Add`` of a constant folded). They match by op type,
-domain, attributes and structure, never by names, follow ``onnx_path.contract``, and are idempotent.
-``run_surgery`` wraps them: functions inlined, shape inference, import, passes on the main graph and every body,
-cleanup, export, ``onnx.checker`` at the input's IR version, and a ``SurgeryReport``. What each pass matches, folds
-and refuses: docs/onnx_route.md.
+Each pass is a small function registered on ``gs.Graph``, and ``run_surgery`` runs them; what each pass matches, folds
+and refuses: docs/onnx_route.md#surgery-passes.
 """
 from __future__ import annotations
 
