@@ -11,7 +11,7 @@ import onnx
 from torchtrt_swish.layout import plugin_layout
 from torchtrt_swish.plugin import PLUGIN_NAME, PLUGIN_NAMESPACE, PLUGIN_VERSION
 
-from .common import all_nodes, elem_type_name, iter_graphs, node_label
+from .common import all_nodes, elem_type_name, iter_graphs, node_label, value_type
 from .functions import function_id, function_nodes, origin, tagged_inline
 from .model_file import OnnxInputError
 
@@ -119,15 +119,6 @@ def bias_problem(x_type: ValueType, bias_type: ValueType) -> str | None:
     return plugin_layout(x_shape, b_shape)[1] or None
 
 
-def _type_of(tp: onnx.TypeProto) -> ValueType:
-    if not tp.HasField("tensor_type"):
-        return None, None
-    tt = tp.tensor_type
-    elem = tt.elem_type or None
-    shape = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim] if tt.HasField("shape") else None
-    return elem, shape
-
-
 def value_types(model: onnx.ModelProto) -> dict[str, ValueType]:
     """(elem_type, shape) of every tensor ONNX shape inference can type, initializers included."""
     try:
@@ -136,7 +127,7 @@ def value_types(model: onnx.ModelProto) -> dict[str, ValueType]:
         pass
     types = {}
     for _, g in iter_graphs(model.graph):  # names are unique across scopes (SSA): one table for every body
-        types.update({vi.name: _type_of(vi.type) for vi in [*g.input, *g.value_info, *g.output]})
+        types.update({vi.name: value_type(vi.type) for vi in [*g.input, *g.value_info, *g.output]})
         types.update({t.name: (t.data_type, list(t.dims)) for t in g.initializer})
         for node in g.node:  # a Constant node's value is as good as an initializer
             if node.op_type == "Constant" and len(node.output) == 1:
