@@ -146,10 +146,6 @@ def _parser_failure(parser, model: onnx.ModelProto, library: Path | None) -> Exc
 # ------------------------------------------------------------------------------------------------------ build
 
 
-def _input_elem_types(model: onnx.ModelProto) -> set[int]:
-    return {vi.type.tensor_type.elem_type for vi in graph_inputs(model)}
-
-
 def _where(exc: BaseException) -> str:
     """file:line in function of the frame that raised exc."""
     import traceback  # noqa: PLC0415
@@ -207,7 +203,8 @@ def build_engine(
     if not graph_inputs(model):
         raise OnnxInputError(f"{onnx_path}: the model has no inputs")
     profiles = profile_shapes(model, min_shapes, opt_shapes, max_shapes)
-    graph_half = {_HALF_TYPES[t] for t in _input_elem_types(model) if t in _HALF_TYPES}
+    graph_half = {_HALF_TYPES[t] for t in {vi.type.tensor_type.elem_type for vi in graph_inputs(model)}
+                  if t in _HALF_TYPES}
     if graph_half and precision != "fp32" and precision not in graph_half:
         raise EngineBuildError(f"precision {precision} conflicts with the model's {'/'.join(graph_half)} inputs")
 

@@ -4,6 +4,7 @@ The two executors and their limits: docs/onnx_route.md#cpu-executors.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import numpy as np
@@ -176,24 +177,15 @@ class ReferenceExecutor:
 
 # ------------------------------------------------------------------------------------------ ONNX Runtime route
 
-_ORT_TYPES = {onnx.TensorProto.FLOAT: "Float"}
-_registered_ort_ops: set[str] = set()
+_ORT_OP = "TorchtrtSwishBiasFloat"
 
 
-def _ort_op_type(elem_type: int) -> str:
-    return f"TorchtrtSwishBias{_ORT_TYPES[elem_type]}"
-
-
-def _register_ort_ops() -> None:
-    """Declare the Python custom ops once per process (onnxruntime-extensions keeps them in a global table)."""
-    if _registered_ort_ops:
-        return
+@functools.cache
+def _register_ort_op() -> None:
+    """Declare the Python custom op once per process (onnxruntime-extensions keeps it in a global table)."""
     from onnxruntime_extensions import PyCustomOpDef, onnx_op
 
-    for elem, pydt in {onnx.TensorProto.FLOAT: PyCustomOpDef.dt_float}.items():
-        op_type = _ort_op_type(elem)
-        onnx_op(op_type=op_type, inputs=[pydt, pydt], outputs=[pydt])(lambda x, b: swish_numpy(x, b))
-        _registered_ort_ops.add(op_type)
+    onnx_op(op_type=_ORT_OP, inputs=[PyCustomOpDef.dt_float] * 2, outputs=[PyCustomOpDef.dt_float])(swish_numpy)
 
 
 def rewrite_for_ort(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -207,7 +199,7 @@ def rewrite_for_ort(model: onnx.ModelProto) -> onnx.ModelProto:
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         _check_identity(node, attrs.get("plugin_version"), attrs.get("plugin_namespace"))
         elem = types.get(node.input[0], (None, None))[0] or onnx.TensorProto.FLOAT
-        if elem not in _ORT_TYPES:
+        if elem != onnx.TensorProto.FLOAT:
             raise ValueError(
                 f"{SWISH_OP} node {node.name!r}: the ONNX Runtime route supports float32 only, got "
                 f"{onnx.TensorProto.DataType.Name(elem)}; use the 'reference' backend"
@@ -218,7 +210,7 @@ def rewrite_for_ort(model: onnx.ModelProto) -> onnx.ModelProto:
         if (why := attribute_problem(attrs)) is not None:
             raise ValueError(f"{SWISH_OP} node {node.name!r} {why}")
         node.domain = ORT_DOMAIN
-        node.op_type = _ort_op_type(elem)
+        node.op_type = _ORT_OP
         del node.attribute[:]  # the Python op declares none; the identity was checked above
     if not any(o.domain == ORT_DOMAIN for o in out.opset_import):
         out.opset_import.append(onnx.helper.make_opsetid(ORT_DOMAIN, 1))
@@ -239,7 +231,7 @@ def ort_session(model: OnnxModel | onnx.ModelProto, *, swish: bool = True):
     if swish:
         from onnxruntime_extensions import get_library_path
 
-        _register_ort_ops()
+        _register_ort_op()
         options.register_custom_ops_library(get_library_path())
         options.log_severity_level = 3  # the Python-op bridge logs a warning per op otherwise
         proto = rewrite_for_ort(proto)
