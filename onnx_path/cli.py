@@ -25,9 +25,6 @@ from onnx_path.tools.base import (
     terminations,
 )
 
-__all__ = ["EXIT_OK", "EXIT_PARITY_FAIL", "EXIT_USAGE", "UsageError", "Tool", "TOOLS", "tools", "build_parser",
-           "main", "package_error"]
-
 _MAIN_EPILOG = """\
 examples:
   torchtrt-swish export -o seed_net.onnx                      # seed Net, TorchScript exporter, opset 17

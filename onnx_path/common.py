@@ -7,19 +7,6 @@ from collections.abc import Iterator
 import numpy as np
 import onnx
 
-__all__ = [
-    "model_tensors",
-    "node_label",
-    "subgraphs",
-    "iter_graphs",
-    "all_nodes",
-    "text_attribute_problem",
-    "graph_inputs",
-    "value_type",
-    "elem_type_name",
-    "numpy_dtype_for",
-]
-
 
 def _tensors(graph: onnx.GraphProto, sparse: bool = True) -> Iterator[onnx.TensorProto]:
     yield from graph.initializer

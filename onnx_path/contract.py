@@ -24,29 +24,6 @@ SWISH_OPSET_VERSION = 1
 # Element types the plugin (and so a SwishBias node) accepts; float64 exists only on the torch CPU path.
 SWISH_ELEM_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
 
-__all__ = [
-    "SWISH_OP",
-    "SWISH_DOMAIN",
-    "SWISH_OPSET_VERSION",
-    "SWISH_ELEM_TYPES",
-    "PLUGIN_NAME",
-    "PLUGIN_VERSION",
-    "PLUGIN_NAMESPACE",
-    "is_swish_node",
-    "swish_nodes",
-    "SwishContractError",
-    "PLUGIN_ATTRIBUTES",
-    "attribute_problem",
-    "identity_problem",
-    "x_dtype_problem",
-    "bias_problem",
-    "value_types",
-    "node_problem",
-    "model_problems",
-    "function_problems",
-    "check_swish_nodes",
-]
-
 # (elem_type or None, shape or None); a shape lists ints for fixed dims and None for dynamic ones.
 ValueType = tuple[int | None, list[int | None] | None]
 _STRING = onnx.AttributeProto.STRING

@@ -24,17 +24,6 @@ from .model_file import OnnxInputError, load_model
 PRECISIONS = ("fp32", "fp16", "bf16")
 _HALF_TYPES = {onnx.TensorProto.FLOAT16: "fp16", onnx.TensorProto.BFLOAT16: "bf16"}
 
-__all__ = [
-    "PRECISIONS",
-    "TensorRTUnavailable",
-    "PluginNotFoundError",
-    "EngineBuildError",
-    "import_tensorrt",
-    "parse_shape_spec",
-    "profile_shapes",
-    "build_engine",
-]
-
 
 class TensorRTUnavailable(ImportError):
     """TensorRT's Python package cannot be imported here."""

@@ -28,22 +28,6 @@ DEFAULT_TORCHSCRIPT_OPSET = 17
 BFLOAT16_MIN_OPSET = 22
 EXPORTERS = ("torchscript", "dynamo")
 
-__all__ = [
-    "MIN_OPSET",
-    "BFLOAT16_MIN_OPSET",
-    "DTYPES",
-    "EXPORTERS",
-    "ExportError",
-    "parse_dtype",
-    "register_torchscript_symbolic",
-    "dynamo_supported",
-    "swish_translation_table",
-    "dynamic_axes_spec",
-    "export_onnx",
-    "bias_layout_problems",
-    "check_onnx",
-]
-
 
 class ExportError(RuntimeError):
     """The export could not be done as asked (unsupported exporter/opset, failed check)."""

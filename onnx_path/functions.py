@@ -15,19 +15,6 @@ from torchtrt_swish._output import first_line
 from .common import iter_graphs, node_label, subgraphs
 from .model_file import OnnxInputError
 
-__all__ = [
-    "op_counts",
-    "ORIGIN_KEY",
-    "function_id",
-    "called_functions",
-    "function_nodes",
-    "ambiguity_problem",
-    "inline_functions",
-    "tagged_inline",
-    "origin",
-    "tensorrt_function_problems",
-]
-
 # Node metadata key (a private copy only) saying which function node a node was inlined from: the inliner renames
 # nodes and values.
 ORIGIN_KEY = "torchtrt_swish.function"

@@ -33,25 +33,6 @@ SPILL_LIMIT = 256 << 20
 _SUB_BYTE = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
              if hasattr(onnx.TensorProto, n)}
 
-__all__ = [
-    "INLINE_LIMIT",
-    "SPILL_LIMIT",
-    "SIZE_THRESHOLD",
-    "OnnxInputError",
-    "OutputPathError",
-    "OnnxModel",
-    "load_model",
-    "open_model",
-    "save_model",
-    "data_file_for",
-    "external_data_files",
-    "location_of",
-    "external_locations",
-    "atomic_output",
-    "write_text_atomic",
-    "with_inferred_types",
-]
-
 
 class OnnxInputError(ValueError):
     """A user-supplied ONNX input is unusable (missing file, not an ONNX model, nothing to work on)."""

@@ -50,27 +50,6 @@ from .verdict import (
 
 REFERENCE_NAME = "pytorch-fp64"
 
-__all__ = [
-    "TOLERANCES",
-    "BASELINE_FACTOR",
-    "REFERENCE_NAME",
-    "ParityInputError",
-    "RunFailure",
-    "FeedError",
-    "check_tolerance",
-    "io_mismatch",
-    "torch_output_mismatch",
-    "export_baseline",
-    "TorchRunner",
-    "ReferenceExecutorRunner",
-    "independent_swish",
-    "onnx_input_metadata",
-    "random_feeds",
-    "ParityReport",
-    "compare_runners",
-    "check_parity",
-]
-
 
 class ParityInputError(ValueError):
     """The comparison cannot be made as asked (docs/onnx_route.md#parity); the message names what is wrong."""

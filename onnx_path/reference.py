@@ -32,19 +32,6 @@ ACCUMULATING_OPS = (
     "ReduceProd", "ReduceSum", "ReduceSumSquare", "Softmax",
 )
 
-__all__ = [
-    "BACKENDS",
-    "ACCUMULATING_OPS",
-    "PluginIdentityError",
-    "swish_numpy",
-    "numpy_to_torch",
-    "SwishBias",
-    "ReferenceExecutor",
-    "rewrite_for_ort",
-    "ort_session",
-    "run_graph",
-]
-
 
 class PluginIdentityError(ValueError):
     """A SwishBias node names a plugin version/namespace that this package does not provide."""

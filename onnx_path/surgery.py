@@ -45,17 +45,6 @@ SEED000_KIND = "original-torchscript"
 SEED001_KIND = "original-ort-contrib"
 PASSES = ("seed", "onnx-swish", "sigmoid-mul")
 
-__all__ = [
-    "SEED_NAMES",
-    "PASSES",
-    "Replacement",
-    "Refusal",
-    "SurgeryReport",
-    "run_surgery",
-    "convert_seed_nodes",
-    "fuse_swish",
-]
-
 
 # ------------------------------------------------------------------------------------------------------ helpers
 

@@ -21,22 +21,6 @@ BASELINE_SUFFIX = " [baseline]"
 # Polygraphy's relative error adds this to zero reference values; the same here keeps the two consistent.
 _EPSILON = 2.220446049250313e-16
 
-__all__ = [
-    "BASELINE_FACTOR",
-    "BASELINE_SUFFIX",
-    "check_tolerance",
-    "error_stats",
-    "merge_stats",
-    "is_empty",
-    "make_row",
-    "judge",
-    "magnitudes",
-    "empty_outputs",
-    "output_notes",
-    "far_beyond_baseline",
-    "ParityReport",
-]
-
 
 def check_tolerance(name: str, value: float) -> float:
     """`value` as a float when it is a finite number >= 0; ValueError naming it otherwise (NaN would pass anything)."""

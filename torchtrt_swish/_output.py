@@ -13,9 +13,6 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["OutputPathError", "output_target", "output_problem", "atomic_output", "atomic_outputs", "write_text",
-           "write_bytes", "say", "flush_stdout", "first_line"]
-
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
 _PERMISSIONS = 0o777  # setuid/setgid/sticky bits of a replaced file are not carried over to the new one

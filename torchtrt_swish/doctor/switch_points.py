@@ -9,8 +9,6 @@ import dataclasses
 import math
 import time
 
-__all__ = ["Case", "plan_of", "switch_point_cases", "check_case", "check_switch_points"]
-
 # (dtype, one sample's shape, bias kind): a bias on dim 1 ("dim1", [C, 1, ...]), on the last dim ("last") or a
 # scalar. Chosen to cross every family: grouped columns ([N, 4, 8] from 64 rows), tiles of whole planes
 # ([N, 32, 64] against [N, 32, 128]), samples against planes ([N, 4, 257]), planes against split ([N, 2, 4100]),
