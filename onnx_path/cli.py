@@ -1,11 +1,6 @@
 """torchtrt-swish: the ONNX route from the command line — export, fuse, build-engine, check — and the doctor.
 
-Exit codes: 0 success / parity passed, 1 parity failed (doctor: a row failed), 2 usage or input error (bad arguments,
-missing file, not an ONNX model, nothing to fuse, unknown dtype, an output path that is an input or another output or
-cannot be written, a SwishBias node the plugin would reject, nothing to compare, TensorRT or the plugin unavailable,
-torchtrt_swish itself not loading). Errors are one line on stderr. Outputs follow torchtrt_swish._output (regular
-files, written atomically). This module is the entry point and the registry of the tools; each tool is a module of
-onnx_path.tools (what they share: onnx_path.tools.base and onnx_path.tools.args).
+The entry point and the registry of the tools, each a module of onnx_path.tools; exit codes and outputs: docs/cli.md.
 """
 from __future__ import annotations
 
@@ -29,9 +24,6 @@ from onnx_path.tools.base import (
     UsageError,
     terminations,
 )
-
-__all__ = ["EXIT_OK", "EXIT_PARITY_FAIL", "EXIT_USAGE", "UsageError", "Tool", "TOOLS", "tools", "build_parser",
-           "main", "package_error"]
 
 _MAIN_EPILOG = """\
 examples:

@@ -7,18 +7,6 @@ from collections.abc import Iterator
 import numpy as np
 import onnx
 
-__all__ = [
-    "model_tensors",
-    "node_label",
-    "subgraphs",
-    "iter_graphs",
-    "all_nodes",
-    "text_attribute_problem",
-    "graph_inputs",
-    "elem_type_name",
-    "numpy_dtype_for",
-]
-
 
 def _tensors(graph: onnx.GraphProto, sparse: bool = True) -> Iterator[onnx.TensorProto]:
     yield from graph.initializer
@@ -114,6 +102,15 @@ def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     """Real graph inputs: graph.input minus initializers (old exporters list weights as inputs too)."""
     inits = {i.name for i in model.graph.initializer}
     return [i for i in model.graph.input if i.name not in inits]
+
+
+def value_type(tp: onnx.TypeProto) -> tuple[int | None, list[int | None] | None]:
+    """(elem_type, shape with None for a dynamic dim) of a tensor type, each None where unknown; (None, None) else."""
+    if not tp.HasField("tensor_type"):
+        return None, None
+    tt = tp.tensor_type
+    shape = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim] if tt.HasField("shape") else None
+    return tt.elem_type or None, shape
 
 
 def elem_type_name(elem_type: int) -> str:

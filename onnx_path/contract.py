@@ -1,26 +1,6 @@
 """The SwishBias node contract, checked in one place: what the plugin (reached through TensorRT's parser) accepts.
 
-A node whose op_type is ``SwishBias`` must:
-
-* be in domain ``torchtrt_swish``;
-* name the plugin the way TensorRT's ONNX parser looks it up: attribute ``plugin_version`` (a string, default
-  ``"1"``) and attribute ``plugin_namespace`` (a string; the parser's default is ``""`` and it never reads the
-  node's domain, so the attribute must say ``torchtrt_swish``);
-* take ``[x, bias]`` — the plugin's two tensor inputs, bias of x's dtype in a layout the plugin supports (scalar,
-  per-channel, full; a fixed bias is a constant) — and have no ``bias`` attribute: the plugin has no fields (the
-  surgery turns the original material's attribute bias into a scalar constant input);
-* have one output and an x of float32, float16 or bfloat16;
-* have no other attribute. TensorRT's parser hands a plugin only the attributes its creator lists in
-  getFieldNames(), and SwishBias lists none (csrc/trt_plugin/swish_creator.cpp): anything else (``alpha``, ``beta``,
-  ...) would be dropped silently, so the engine would compute something other than what the node says. Every host
-  therefore refuses such a node in one line rather than ignore it as TensorRT does: ``check``, ``build-engine`` and
-  the surgery through ``node_problem``; ``onnx_path.engine.build_engine`` and the CPU executors
-  (``onnx_path.reference``) through ``attribute_problem``.
-
-``check`` and ``build-engine`` validate every SwishBias node, in the main graph, in every If/Loop/Scan body and in
-every call of a model-local function (``function_problems``), with ``model_problems`` before anything runs; the
-surgery applies the same rules to what it is about to emit (``x_dtype_problem``, ``bias_problem``) and validates its
-result with ``model_problems``; the CPU executors check the plugin identity with ``identity_problem``.
+The rules, and which host checks them where: docs/onnx_route.md#the-node-contract.
 """
 from __future__ import annotations
 
@@ -31,7 +11,7 @@ import onnx
 from torchtrt_swish.layout import plugin_layout
 from torchtrt_swish.plugin import PLUGIN_NAME, PLUGIN_NAMESPACE, PLUGIN_VERSION
 
-from .common import all_nodes, elem_type_name, iter_graphs, node_label
+from .common import all_nodes, elem_type_name, iter_graphs, node_label, value_type
 from .functions import function_id, function_nodes, origin, tagged_inline
 from .model_file import OnnxInputError
 
@@ -43,29 +23,6 @@ SWISH_DOMAIN = PLUGIN_NAMESPACE
 SWISH_OPSET_VERSION = 1
 # Element types the plugin (and so a SwishBias node) accepts; float64 exists only on the torch CPU path.
 SWISH_ELEM_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
-
-__all__ = [
-    "SWISH_OP",
-    "SWISH_DOMAIN",
-    "SWISH_OPSET_VERSION",
-    "SWISH_ELEM_TYPES",
-    "PLUGIN_NAME",
-    "PLUGIN_VERSION",
-    "PLUGIN_NAMESPACE",
-    "is_swish_node",
-    "swish_nodes",
-    "SwishContractError",
-    "PLUGIN_ATTRIBUTES",
-    "attribute_problem",
-    "identity_problem",
-    "x_dtype_problem",
-    "bias_problem",
-    "value_types",
-    "node_problem",
-    "model_problems",
-    "function_problems",
-    "check_swish_nodes",
-]
 
 # (elem_type or None, shape or None); a shape lists ints for fixed dims and None for dynamic ones.
 ValueType = tuple[int | None, list[int | None] | None]
@@ -139,15 +96,6 @@ def bias_problem(x_type: ValueType, bias_type: ValueType) -> str | None:
     return plugin_layout(x_shape, b_shape)[1] or None
 
 
-def _type_of(tp: onnx.TypeProto) -> ValueType:
-    if not tp.HasField("tensor_type"):
-        return None, None
-    tt = tp.tensor_type
-    elem = tt.elem_type or None
-    shape = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim] if tt.HasField("shape") else None
-    return elem, shape
-
-
 def value_types(model: onnx.ModelProto) -> dict[str, ValueType]:
     """(elem_type, shape) of every tensor ONNX shape inference can type, initializers included."""
     try:
@@ -156,7 +104,7 @@ def value_types(model: onnx.ModelProto) -> dict[str, ValueType]:
         pass
     types = {}
     for _, g in iter_graphs(model.graph):  # names are unique across scopes (SSA): one table for every body
-        types.update({vi.name: _type_of(vi.type) for vi in [*g.input, *g.value_info, *g.output]})
+        types.update({vi.name: value_type(vi.type) for vi in [*g.input, *g.value_info, *g.output]})
         types.update({t.name: (t.data_type, list(t.dims)) for t in g.initializer})
         for node in g.node:  # a Constant node's value is as good as an initializer
             if node.op_type == "Constant" and len(node.output) == 1:

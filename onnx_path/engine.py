@@ -1,15 +1,6 @@
 """ONNX -> TensorRT engine over Polygraphy's TensorRT loaders, with the SwishBias plugin library loaded first.
 
-Polygraphy does the TensorRT work: ``CreateNetwork`` (strongly typed where the graph carries its precision, and
-always where TensorRT has no precision flags: TensorRT 11 removed ``BuilderFlag.FP16`` / ``BF16``, so half
-precision must be in the ONNX graph itself, e.g. ``export --dtype float16``), ``CreateConfig`` with one ``Profile``
-for the dynamic inputs, the precision flag and the workspace limit, ``EngineBytesFromNetwork`` and ``SaveBytes``.
-What it lacks stays here: the plugin goes into the registry through :func:`torchtrt_swish.plugin.load_plugin`,
-the profile comes from our shape specs (plain Python, tested without TensorRT), and failures are errors that say
-what to fix. That is why the ONNX parser is called here and not through ``NetworkFromOnnxPath``, which keeps the
-parser's errors to its log: when the parser cannot resolve a node, the error names the plugin name, version and
-namespace it looked for, and the library that was loaded. Model-local functions go to the parser as they are (it
-imports them); what it would import otherwise than ONNX defines is refused first (``onnx_path.functions``).
+What Polygraphy does and what stays here, and why: docs/onnx_route.md#engine.
 """
 from __future__ import annotations
 
@@ -32,17 +23,6 @@ from .model_file import OnnxInputError, load_model
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 _HALF_TYPES = {onnx.TensorProto.FLOAT16: "fp16", onnx.TensorProto.BFLOAT16: "bf16"}
-
-__all__ = [
-    "PRECISIONS",
-    "TensorRTUnavailable",
-    "PluginNotFoundError",
-    "EngineBuildError",
-    "import_tensorrt",
-    "parse_shape_spec",
-    "profile_shapes",
-    "build_engine",
-]
 
 
 class TensorRTUnavailable(ImportError):
@@ -155,10 +135,6 @@ def _parser_failure(parser, model: onnx.ModelProto, library: Path | None) -> Exc
 # ------------------------------------------------------------------------------------------------------ build
 
 
-def _input_elem_types(model: onnx.ModelProto) -> set[int]:
-    return {vi.type.tensor_type.elem_type for vi in graph_inputs(model)}
-
-
 def _where(exc: BaseException) -> str:
     """file:line in function of the frame that raised exc."""
     import traceback  # noqa: PLC0415
@@ -216,7 +192,8 @@ def build_engine(
     if not graph_inputs(model):
         raise OnnxInputError(f"{onnx_path}: the model has no inputs")
     profiles = profile_shapes(model, min_shapes, opt_shapes, max_shapes)
-    graph_half = {_HALF_TYPES[t] for t in _input_elem_types(model) if t in _HALF_TYPES}
+    graph_half = {_HALF_TYPES[t] for t in {vi.type.tensor_type.elem_type for vi in graph_inputs(model)}
+                  if t in _HALF_TYPES}
     if graph_half and precision != "fp32" and precision not in graph_half:
         raise EngineBuildError(f"precision {precision} conflicts with the model's {'/'.join(graph_half)} inputs")
 

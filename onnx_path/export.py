@@ -1,23 +1,11 @@
 """Export models that call torchtrt_swish::swish to ONNX, the op becoming one SwishBias node.
 
-Two exporters, both public torch.onnx API:
-
-* TorchScript (``dynamo=False``), the seed's way: ``torch.onnx.register_custom_op_symbolic`` maps
-  ``torchtrt_swish::swish`` to ``g.op("torchtrt_swish::SwishBias", x, bias, plugin_version_s=..., ...)``; any
-  opset >= 11 (the seed used 11).
-* torch.export-based (``dynamo=True``): ``custom_translation_table`` maps the op overload to an onnxscript function
-  in the custom opset ``torchtrt_swish`` (version 1), which lands in the model's ``opset_import``.
-
-Either way the bias parameter becomes an initializer input of the node, dynamic axes are named (``batch``,
-``height``, ``width``) and the result passes ``onnx.checker`` (full check) and strict shape inference. A SwishBias
-node whose bias the plugin would reject at build time (a layout other than scalar, per-channel or full shape, e.g. a
-bias [H, W] on x [N, C, H, W]; one spanning a dynamic axis; another dtype than x's) is an ``ExportError`` naming
-the node: the torch op broadcasts any bias, the plugin does not, and no runtime but the plugin runs the node. The
-rule is the node contract's (``onnx_path.contract.bias_problem``, over ``torchtrt_swish.layout``).
+The two exporters and what an export is checked for: docs/onnx_route.md#export.
 """
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import re
 from collections.abc import Mapping, Sequence
@@ -40,22 +28,6 @@ DEFAULT_TORCHSCRIPT_OPSET = 17
 BFLOAT16_MIN_OPSET = 22
 EXPORTERS = ("torchscript", "dynamo")
 
-__all__ = [
-    "MIN_OPSET",
-    "BFLOAT16_MIN_OPSET",
-    "DTYPES",
-    "EXPORTERS",
-    "ExportError",
-    "parse_dtype",
-    "register_torchscript_symbolic",
-    "dynamo_supported",
-    "swish_translation_table",
-    "dynamic_axes_spec",
-    "export_onnx",
-    "bias_layout_problems",
-    "check_onnx",
-]
-
 
 class ExportError(RuntimeError):
     """The export could not be done as asked (unsupported exporter/opset, failed check)."""
@@ -76,16 +48,11 @@ def _swish_symbolic(g, x, bias):
     ).setType(x.type())
 
 
-_registered_symbolic = False
-
-
+@functools.cache
 def register_torchscript_symbolic() -> None:
     """Register the TorchScript-exporter symbolic for torchtrt_swish::swish (idempotent; applies to opset >= 11)."""
-    global _registered_symbolic
-    if not _registered_symbolic:
-        # A registration at opset N serves every opset >= N in the TorchScript exporter's registry.
-        torch.onnx.register_custom_op_symbolic("torchtrt_swish::swish", _swish_symbolic, MIN_OPSET)
-        _registered_symbolic = True
+    # A registration at opset N serves every opset >= N in the TorchScript exporter's registry.
+    torch.onnx.register_custom_op_symbolic("torchtrt_swish::swish", _swish_symbolic, MIN_OPSET)
 
 
 # ------------------------------------------------------------------------------------------ torch.export exporter
@@ -100,21 +67,12 @@ def dynamo_supported() -> bool:
     return "custom_translation_table" in inspect.signature(torch.onnx.export).parameters
 
 
-_translation_table: dict | None = None
-
-
+@functools.cache
 def swish_translation_table() -> dict:
     """custom_translation_table for the dynamo exporter: torchtrt_swish.swish.default -> onnxscript SwishBias."""
-    global _translation_table
-    if _translation_table is None:
-        _translation_table = {torch.ops.torchtrt_swish.swish.default: _make_onnxscript_swish()}
-    return _translation_table
-
-
-def _make_onnxscript_swish():
     from ._onnxscript_swish import swish_bias
 
-    return swish_bias
+    return {torch.ops.torchtrt_swish.swish.default: swish_bias}
 
 
 # ----------------------------------------------------------------------------------------------------- the API
@@ -151,10 +109,6 @@ def _rename_dim_params(model: onnx.ModelProto, renames: Mapping[str, str]) -> No
                 dim.dim_param = pattern.sub(lambda m: renames[m.group(1)], dim.dim_param)
 
 
-def _as_tuple(example_inputs) -> tuple:
-    return tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
-
-
 def export_onnx(
     model: torch.nn.Module,
     example_inputs: torch.Tensor | Sequence[torch.Tensor],
@@ -172,7 +126,7 @@ def export_onnx(
     """Export `model` with either exporter; returns the (checked) ModelProto and saves it when `path` is given."""
     if exporter not in EXPORTERS:
         raise ExportError(f"unknown exporter {exporter!r}; choose one of {', '.join(EXPORTERS)}")
-    args = _as_tuple(example_inputs)
+    args = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
     model = model.eval()
     if opset is not None and int(opset) > onnx.defs.onnx_opset_version():
         raise ExportError(f"opset {opset} does not exist: onnx {onnx.__version__} knows opsets up to "

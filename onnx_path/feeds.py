@@ -16,8 +16,6 @@ from polygraphy.common import TensorMetadata
 
 from .common import graph_inputs, numpy_dtype_for
 
-__all__ = ["FeedError", "type_text", "non_tensor_io", "onnx_input_metadata", "random_feeds", "show_shape"]
-
 
 class FeedError(ValueError):
     """Random inputs cannot be made as asked; `option` says which knob to change ('dims' or 'size')."""

@@ -1,22 +1,6 @@
 """Model-local functions (ONNX ``FunctionProto``): what the ONNX route does with them, in one place.
 
-Exporters write them (``torch.onnx.export(..., dynamo=False, export_modules_as_functions=...)``, onnxscript), and a
-node of the main graph, of an If/Loop/Scan body or of another function calls one by its domain and name.
-
-* ``fuse``, ``check`` and the CPU executors inline them first (``inline_functions``, over onnx's
-  ``onnx.inliner.inline_local_functions``): every call becomes the function's nodes, with its attribute references
-  resolved (to the function's defaults where the call leaves one out, which onnx's inliner does not do), nested
-  calls and calls from bodies included. Patterns inside a function are fused and SwishBias nodes inside one are run
-  like the main graph's; a fused model has no functions left.
-* The SwishBias contract (``onnx_path.contract.model_problems``) checks each call of a function on the inlined model,
-  where the attribute values and the dtypes are those of the call (``tagged_inline`` says which function a node
-  came from); a function that no node calls is never run, by TensorRT or anything else, and is not checked.
-* ``build-engine`` hands functions to TensorRT, whose ONNX parser imports them itself (onnx-tensorrt's
-  LocalFunctionImporter), after refusing what that parser would import otherwise than ONNX defines it
-  (``tensorrt_function_problems``).
-
-A function in the ONNX domain with the name of a standard op is refused everywhere (``ambiguity_problem``): onnx's
-inliner takes the function, ONNX Runtime and onnx.reference the op.
+What each tool does with them, and what is refused: docs/onnx_route.md#model-local-functions.
 """
 from __future__ import annotations
 
@@ -30,19 +14,6 @@ from torchtrt_swish._output import first_line
 
 from .common import iter_graphs, node_label, subgraphs
 from .model_file import OnnxInputError
-
-__all__ = [
-    "op_counts",
-    "ORIGIN_KEY",
-    "function_id",
-    "called_functions",
-    "function_nodes",
-    "ambiguity_problem",
-    "inline_functions",
-    "tagged_inline",
-    "origin",
-    "tensorrt_function_problems",
-]
 
 # Node metadata key (a private copy only) saying which function node a node was inlined from: the inliner renames
 # nodes and values.

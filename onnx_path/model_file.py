@@ -1,16 +1,7 @@
 """An ONNX model and where its weights live: open, save (atomically), weights. The ONNX route's one I/O home.
 
-A model over protobuf's 2 GiB limit cannot be serialized, so it cannot be shape-inferred in memory, handed to ONNX
-Runtime as bytes or saved in one file. The route therefore carries every model as an :class:`OnnxModel`: the proto
-loaded with ``load_external_data=False`` (tensors keep ``data_location EXTERNAL`` and their ``location``, ``offset``
-and ``length``) and ``folder``, the folder those locations are relative to. The surgery, the contract and the
-executors read the proto; only the executors load the weights (``weights``, ``mapped_weights``).
-
-``open_model`` gives a model in one file over ``SPILL_LIMIT`` the same shape: its weights move to a scratch file
-first, removed when the block ends. ``OnnxModel.save`` writes ``NAME`` alone when the model fits, back into one
-file when it came in one (up to ``INLINE_LIMIT``; its large initializers streamed into it), else ``NAME`` and ``NAME.data`` beside it: every external tensor
-is copied (streamed, never whole) from ``folder`` into ``NAME.data``, with in-memory tensors of at least
-``SIZE_THRESHOLD`` bytes. Every file is written through ``torchtrt_swish._output`` (atomic, never an input).
+A model over protobuf's 2 GiB limit cannot be serialized, so every model is an :class:`OnnxModel`: the proto loaded
+without its external data, and the folder that data is relative to. What is written where: docs/cli.md#large-models.
 """
 from __future__ import annotations
 
@@ -41,25 +32,6 @@ SPILL_LIMIT = 256 << 20
 # Packed below a byte per element: no NumPy dtype maps their raw bytes element by element.
 _SUB_BYTE = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
              if hasattr(onnx.TensorProto, n)}
-
-__all__ = [
-    "INLINE_LIMIT",
-    "SPILL_LIMIT",
-    "SIZE_THRESHOLD",
-    "OnnxInputError",
-    "OutputPathError",
-    "OnnxModel",
-    "load_model",
-    "open_model",
-    "save_model",
-    "data_file_for",
-    "external_data_files",
-    "location_of",
-    "external_locations",
-    "atomic_output",
-    "write_text_atomic",
-    "with_inferred_types",
-]
 
 
 class OnnxInputError(ValueError):
@@ -336,7 +308,7 @@ class OnnxModel:
 
     def save(self, path: str | Path) -> Path:
         """Write the model to `path` atomically, creating its folder; with NAME.data beside it when it keeps
-        tensors in files or is too large for one file, unless it came in one file (see the module docstring)."""
+        tensors in files or is too large for one file, unless it came in one file (docs/cli.md#large-models)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         external = self.has_external_tensors()
@@ -418,7 +390,7 @@ def external_data_files(path: str | Path) -> list[Path]:
 
 @contextlib.contextmanager
 def open_model(path: str | Path, scratch: str | Path | None = None) -> Iterator[OnnxModel]:
-    """The model at `path` with its external tensors left in their files (see the module docstring).
+    """The model at `path` with its external tensors left in their files.
 
     A model in one file over SPILL_LIMIT has its weights moved to a temporary folder in `scratch` (default: the
     system's), removed when the block ends.

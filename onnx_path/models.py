@@ -8,8 +8,6 @@ import torch
 
 import torchtrt_swish
 
-__all__ = ["MODEL_CHOICES", "build_model", "calibrate_batchnorm", "flush_denormals"]
-
 MODEL_CHOICES = ("seed-net", "torchvision:<name>")
 
 

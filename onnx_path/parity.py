@@ -1,16 +1,12 @@
 """Numerical parity of the ONNX route, built on Polygraphy's ``Comparator`` and ``CompareFunc``.
 
-Runners: ``TorchRunner`` (as the reference, a float64 copy of the module with the op replaced by ``F.silu(x) +
-bias``), ``ReferenceExecutorRunner`` (onnx.reference + this package's CPU kernel), Polygraphy's ``OnnxrtRunner`` over
-``reference.ort_session`` and ``TrtRunner`` over an engine. Each candidate and its baseline are compared with the
-reference; the verdict rules are ``onnx_path.verdict``'s. What a request that cannot be compared raises:
-``ParityInputError``, ``RunFailure`` (a runner failed on the inputs), ``FeedError`` (inputs that cannot be made).
-Described in full: docs/onnx_route.md.
+The runners, the baselines and what a request that cannot be compared raises: docs/onnx_route.md#parity.
 """
 from __future__ import annotations
 
 import contextlib
 import copy
+import importlib.util
 import time
 import warnings
 from collections import OrderedDict
@@ -25,13 +21,13 @@ from polygraphy.backend.base import BaseRunner
 from polygraphy.backend.onnx import modify_outputs
 from polygraphy.backend.onnxrt import OnnxrtRunner
 from polygraphy.common import TensorMetadata
-from polygraphy.comparator import Comparator, CompareFunc, RunResults
+from polygraphy.comparator import Comparator, RunResults, SimpleCompareFunc
 from polygraphy.logger import G_LOGGER
 
 from torchtrt_swish._output import first_line
 from torchtrt_swish.dtypes import TOLERANCES
 
-from .common import elem_type_name, graph_inputs, numpy_dtype_for
+from .common import elem_type_name, graph_inputs, numpy_dtype_for, value_type
 from .feeds import FeedError, non_tensor_io, onnx_input_metadata, random_feeds, show_shape
 from .functions import inline_functions
 from .model_file import OnnxInputError, OnnxModel, with_inferred_types
@@ -54,30 +50,9 @@ from .verdict import (
 
 REFERENCE_NAME = "pytorch-fp64"
 
-__all__ = [
-    "TOLERANCES",
-    "BASELINE_FACTOR",
-    "REFERENCE_NAME",
-    "ParityInputError",
-    "RunFailure",
-    "FeedError",
-    "check_tolerance",
-    "io_mismatch",
-    "torch_output_mismatch",
-    "export_baseline",
-    "TorchRunner",
-    "ReferenceExecutorRunner",
-    "independent_swish",
-    "onnx_input_metadata",
-    "random_feeds",
-    "ParityReport",
-    "compare_runners",
-    "check_parity",
-]
-
 
 class ParityInputError(ValueError):
-    """The comparison cannot be made as asked (see the module docstring); the message names what is wrong."""
+    """The comparison cannot be made as asked (docs/onnx_route.md#parity); the message names what is wrong."""
 
 
 class RunFailure(ParityInputError):
@@ -197,19 +172,6 @@ def _exact_name(output_name, index, iter_result, *args):
     return [output_name] if output_name in iter_result else None
 
 
-def _simple_compare_func(**kwargs):
-    # Polygraphy 0.53 deprecates CompareFunc.simple in favour of the SimpleCompareFunc class it returns.
-    import polygraphy.comparator as comparator
-
-    factory = getattr(comparator, "SimpleCompareFunc", None) or CompareFunc.simple
-    return factory(**kwargs)
-
-
-def _results_list(accuracy):
-    # Polygraphy >= 0.50 returns AccuracyResults (one per compare func); older versions one AccuracyResult.
-    return list(accuracy) if isinstance(accuracy, list) or hasattr(accuracy, "lst") else [accuracy]
-
-
 def _run_each(runners: Sequence[BaseRunner], feeds: Sequence[Mapping[str, np.ndarray]]) -> RunResults:
     """Comparator.run, one runner at a time, so that a failure names its runner; RunFailure instead of its exception."""
     results = RunResults()
@@ -243,7 +205,7 @@ def compare_runners(
     skipped: Sequence[dict] = (),
     warn_outputs: Sequence[str] | None = None,
 ) -> ParityReport:
-    """Run `runners` on `feeds` with Comparator.run and compare each with the reference via CompareFunc.simple.
+    """Run `runners` on `feeds` with Comparator.run and compare each with the reference (SimpleCompareFunc).
 
     `baseline_of` maps a candidate runner's index to its baseline runner's (the unfused or reference model run by
     the same executor). A baseline is compared with the reference too, and a candidate output that fails the
@@ -264,12 +226,12 @@ def compare_runners(
         accuracy = Comparator.compare_accuracy(
             results,
             comparisons=pairs,
-            compare_func=_simple_compare_func(atol=atol, rtol=rtol, find_output_func=_exact_name,
-                                              check_error_stat="elemwise", infinities_compare_equal=True),
+            compare_func=SimpleCompareFunc(atol=atol, rtol=rtol, find_output_func=_exact_name,
+                                           check_error_stat="elemwise", infinities_compare_equal=True),
         )
     reference_name = runners[reference_index].name
     by_pair: dict[tuple[str, str], list[dict]] = {}
-    for result in _results_list(accuracy):
+    for result in accuracy:  # one AccuracyResult per compare func
         for (name0, name1), iterations in result.items():
             within: dict[str, bool] = {}
             for it in iterations:
@@ -309,12 +271,6 @@ def compare_runners(
                         baseline_model=baseline_model, warnings=notes)
 
 
-def _has_ort_extensions() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("onnxruntime_extensions") is not None
-
-
 def _trt_runner(engine_path: str | Path, name: str):
     from torchtrt_swish.plugin import load_plugin
 
@@ -330,20 +286,10 @@ def _trt_runner(engine_path: str | Path, name: str):
     return TrtRunner(EngineFromBytes(BytesFromPath(str(engine_path))), name=name)
 
 
-def _value_infos(values) -> dict[str, tuple[int, list | None]]:
-    out = {}
-    for vi in values:
-        tt = vi.type.tensor_type
-        shape = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim] \
-            if tt.HasField("shape") else None
-        out[vi.name] = (tt.elem_type, shape)
-    return out
-
-
 def io_mismatch(candidate: onnx.ModelProto, reference: onnx.ModelProto, what: str = "reference") -> str | None:
     """How the candidate's inputs/outputs differ from the reference's (names, dtypes, ranks, fixed dims), or None."""
-    for kind, mine, theirs in (("inputs", _value_infos(graph_inputs(candidate)), _value_infos(graph_inputs(reference))),
-                               ("outputs", _value_infos(candidate.graph.output), _value_infos(reference.graph.output))):
+    for kind, values in (("inputs", graph_inputs), ("outputs", lambda m: m.graph.output)):
+        mine, theirs = ({vi.name: value_type(vi.type) for vi in values(m)} for m in (candidate, reference))
         if list(mine) != list(theirs):
             return f"the model's {kind} {list(mine)} differ from the {what}'s {list(theirs)}"
         for name, (elem, shape) in mine.items():
@@ -366,7 +312,7 @@ def torch_output_mismatch(torch_model: torch.nn.Module, example: torch.Tensor,
     with torch.no_grad(), flush_denormals():
         outputs = torch_model.eval()(example)
     outputs = (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs)
-    declared = _value_infos(candidate.graph.output)
+    declared = {vi.name: value_type(vi.type) for vi in candidate.graph.output}
     if len(outputs) != len(declared):
         return f"the torch model returns {len(outputs)} output(s), the model has {len(declared)} ({list(declared)})"
     for (name, (_, shape)), out in zip(declared.items(), outputs):
@@ -477,7 +423,7 @@ def _check_parity(
         if backend == "reference":
             runners.append(ReferenceExecutorRunner(candidate, name="onnx-reference+swish"))
         elif backend == "ort":
-            if not _has_ort_extensions():
+            if importlib.util.find_spec("onnxruntime_extensions") is None:
                 skipped.append({"runner": "onnxruntime+swish", "reason": "onnxruntime-extensions is not installed "
                                                                        "(pip install onnxruntime-extensions)"})
                 continue
@@ -525,7 +471,7 @@ def check_parity(onnx_model: OnnxModel | onnx.ModelProto, **kwargs) -> ParityRep
 
     Keyword arguments: torch_model (reference, run in float64 with the independent swish — preferred) or
     reference_onnx (e.g. the model before fusion, run by plain ONNX Runtime); baseline_onnx (the unfused model, or
-    the reference exported by ``export_baseline``: run by the same ONNX executors, see the module docstring) with
+    the reference exported by ``export_baseline``: run by the same ONNX executors, docs/onnx_route.md#parity) with
     baseline_name, or baseline_skipped (why there is none, for the report); feeds (list of input dicts, default
     `random_feeds`); dtype; backends ('reference', 'ort'); engine_path (TensorRT engine, skipped without
     TensorRT); extra_runners (e.g. a TorchRunner over a Torch-TensorRT module); per_layer; tolerances

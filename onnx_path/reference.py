@@ -1,24 +1,10 @@
-"""Run ONNX graphs that contain SwishBias nodes on the CPU, without TensorRT.
+"""Run ONNX graphs that contain SwishBias nodes on the CPU, without TensorRT, with this package's CPU kernel.
 
-The SwishBias node is computed by this package's own CPU kernel (``torchtrt_swish.swish`` on CPU tensors), so the
-ONNX route can be checked end to end here. Two executors:
-
-* ``ReferenceExecutor`` — ``onnx.reference.ReferenceEvaluator`` with a ``SwishBias`` ``OpRun`` (domain
-  ``torchtrt_swish``); handles float32, float16 and bfloat16 graphs (ONNX's reference ops for everything else).
-  Ops that sum many values (``ACCUMULATING_OPS``: convolutions, matrix products, reductions, normalizations) take
-  float16/bfloat16 inputs in float32 and round the result once, as GPU kernels accumulate: NumPy's float16 sums
-  overflow where the result itself is in range (a ReduceMean of 4096 values of 200 gives inf).
-* ``ort_session`` — ONNX Runtime on a *domain-rewritten copy*: each SwishBias node becomes an onnxruntime-extensions
-  Python custom op in ``ai.onnx.contrib`` (the only domain those ops live in), calling the same kernel. float32
-  graphs only: the Python custom-op bridge aborts the process on float16 ("Type float16 not supported by python
-  customops api"), and ONNX Runtime's CPU provider lacks bfloat16 kernels for most ops.
-
-Both check the node's plugin identity the way TensorRT's parser looks it up (op_type, ``plugin_version`` default
-"1", ``plugin_namespace`` default "", never the domain: ``onnx_path.contract.identity_problem``), so a node TensorRT
-could not resolve fails here too. Both run a model's local functions inlined (``onnx_path.functions``).
+The two executors and their limits: docs/onnx_route.md#cpu-executors.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import numpy as np
@@ -38,26 +24,13 @@ from .surgery_values import sparse_to_dense
 
 ORT_DOMAIN = "ai.onnx.contrib"
 BACKENDS = ("reference", "ort")
-# Standard ops whose float16/bfloat16 inputs the ReferenceExecutor computes in float32 (see the module docstring).
+# Standard ops whose float16/bfloat16 inputs the ReferenceExecutor computes in float32 (docs/onnx_route.md).
 ACCUMULATING_OPS = (
     "AveragePool", "BatchNormalization", "Conv", "ConvTranspose", "CumSum", "Einsum", "Gemm", "GlobalAveragePool",
     "GroupNormalization", "InstanceNormalization", "LayerNormalization", "LogSoftmax", "LpNormalization", "LRN",
     "MatMul", "MeanVarianceNormalization", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMean",
     "ReduceProd", "ReduceSum", "ReduceSumSquare", "Softmax",
 )
-
-__all__ = [
-    "BACKENDS",
-    "ACCUMULATING_OPS",
-    "PluginIdentityError",
-    "swish_numpy",
-    "numpy_to_torch",
-    "SwishBias",
-    "ReferenceExecutor",
-    "rewrite_for_ort",
-    "ort_session",
-    "run_graph",
-]
 
 
 class PluginIdentityError(ValueError):
@@ -191,24 +164,15 @@ class ReferenceExecutor:
 
 # ------------------------------------------------------------------------------------------ ONNX Runtime route
 
-_ORT_TYPES = {onnx.TensorProto.FLOAT: "Float"}
-_registered_ort_ops: set[str] = set()
+_ORT_OP = "TorchtrtSwishBiasFloat"
 
 
-def _ort_op_type(elem_type: int) -> str:
-    return f"TorchtrtSwishBias{_ORT_TYPES[elem_type]}"
-
-
-def _register_ort_ops() -> None:
-    """Declare the Python custom ops once per process (onnxruntime-extensions keeps them in a global table)."""
-    if _registered_ort_ops:
-        return
+@functools.cache
+def _register_ort_op() -> None:
+    """Declare the Python custom op once per process (onnxruntime-extensions keeps it in a global table)."""
     from onnxruntime_extensions import PyCustomOpDef, onnx_op
 
-    for elem, pydt in {onnx.TensorProto.FLOAT: PyCustomOpDef.dt_float}.items():
-        op_type = _ort_op_type(elem)
-        onnx_op(op_type=op_type, inputs=[pydt, pydt], outputs=[pydt])(lambda x, b: swish_numpy(x, b))
-        _registered_ort_ops.add(op_type)
+    onnx_op(op_type=_ORT_OP, inputs=[PyCustomOpDef.dt_float] * 2, outputs=[PyCustomOpDef.dt_float])(swish_numpy)
 
 
 def rewrite_for_ort(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -222,7 +186,7 @@ def rewrite_for_ort(model: onnx.ModelProto) -> onnx.ModelProto:
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         _check_identity(node, attrs.get("plugin_version"), attrs.get("plugin_namespace"))
         elem = types.get(node.input[0], (None, None))[0] or onnx.TensorProto.FLOAT
-        if elem not in _ORT_TYPES:
+        if elem != onnx.TensorProto.FLOAT:
             raise ValueError(
                 f"{SWISH_OP} node {node.name!r}: the ONNX Runtime route supports float32 only, got "
                 f"{onnx.TensorProto.DataType.Name(elem)}; use the 'reference' backend"
@@ -233,7 +197,7 @@ def rewrite_for_ort(model: onnx.ModelProto) -> onnx.ModelProto:
         if (why := attribute_problem(attrs)) is not None:
             raise ValueError(f"{SWISH_OP} node {node.name!r} {why}")
         node.domain = ORT_DOMAIN
-        node.op_type = _ort_op_type(elem)
+        node.op_type = _ORT_OP
         del node.attribute[:]  # the Python op declares none; the identity was checked above
     if not any(o.domain == ORT_DOMAIN for o in out.opset_import):
         out.opset_import.append(onnx.helper.make_opsetid(ORT_DOMAIN, 1))
@@ -254,7 +218,7 @@ def ort_session(model: OnnxModel | onnx.ModelProto, *, swish: bool = True):
     if swish:
         from onnxruntime_extensions import get_library_path
 
-        _register_ort_ops()
+        _register_ort_op()
         options.register_custom_ops_library(get_library_path())
         options.log_severity_level = 3  # the Python-op bridge logs a warning per op otherwise
         proto = rewrite_for_ort(proto)

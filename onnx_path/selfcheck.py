@@ -1,10 +1,7 @@
-"""The doctor's ONNX-route check (torchtrt_swish/doctor runs it in a process of its own: ``python -m
-onnx_path.selfcheck`` prints its row as one result line).
+"""The doctor's ONNX-route check, run by torchtrt_swish/doctor as ``python -m onnx_path.selfcheck``.
 
-The doctor's tiny model goes through this package's own steps: ``export_onnx`` (one SwishBias node),
-``build_engine`` (TensorRT's ONNX parser with the plugin, built and serialized by Polygraphy), then Polygraphy's
-``EngineFromBytes`` deserializes it after the plugin is in the registry and ``TrtRunner`` runs it; the output is
-compared with the op's. It lives here because it uses onnx_path, which torchtrt_swish never imports.
+Its tiny model goes through export_onnx, build_engine and Polygraphy's TrtRunner, compared with the op. It lives here
+because it uses onnx_path, which torchtrt_swish never imports.
 """
 from __future__ import annotations
 

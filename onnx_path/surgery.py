@@ -1,12 +1,7 @@
 """Graph surgery with onnx-graphsurgeon: turn swish-like subgraphs of any ONNX model into SwishBias nodes.
 
-Each pass is a small function registered on ``gs.Graph`` (``@gs.Graph.register()``): ``convert_seed_swish`` (the
-original material's two export formats), ``convert_onnx_swish`` (ONNX ``Swish`` with ``alpha == 1``) and
-``fuse_sigmoid_mul`` (``Sigmoid``·``Mul`` of one tensor, an ``Add`` of a constant folded). They match by op type,
-domain, attributes and structure, never by names, follow ``onnx_path.contract``, and are idempotent.
-``run_surgery`` wraps them: functions inlined, shape inference, import, passes on the main graph and every body,
-cleanup, export, ``onnx.checker`` at the input's IR version, and a ``SurgeryReport``. What each pass matches, folds
-and refuses: docs/onnx_route.md.
+Each pass is a small function registered on ``gs.Graph``, and ``run_surgery`` runs them; what each pass matches, folds
+and refuses: docs/onnx_route.md#surgery-passes.
 """
 from __future__ import annotations
 
@@ -49,17 +44,6 @@ SEED001_DOMAIN = "ai.onnx.contrib"
 SEED000_KIND = "original-torchscript"
 SEED001_KIND = "original-ort-contrib"
 PASSES = ("seed", "onnx-swish", "sigmoid-mul")
-
-__all__ = [
-    "SEED_NAMES",
-    "PASSES",
-    "Replacement",
-    "Refusal",
-    "SurgeryReport",
-    "run_surgery",
-    "convert_seed_nodes",
-    "fuse_swish",
-]
 
 
 # ------------------------------------------------------------------------------------------------------ helpers
@@ -111,16 +95,6 @@ def swish_bias(self, x, bias, output, *, name=None):
     return node
 
 
-def _dtype_refusal(x: gs.Tensor) -> str | None:
-    return x_dtype_problem(elem_type(x))
-
-
-def _bias_refusal(x: gs.Tensor, values: np.ndarray) -> str | None:
-    x_type = (elem_type(x), None if x.shape is None else list(x.shape))
-    bias_type = (onnx.helper.np_dtype_to_tensor_dtype(values.dtype), list(values.shape))
-    return bias_problem(x_type, bias_type)
-
-
 def _constant_bias(x: gs.Tensor, value: float, shape: tuple, names: _Names, base: str) -> gs.Constant | None:
     """A constant bias of x's dtype filled with float32(value); None when x's dtype is unknown."""
     et = elem_type(x)
@@ -129,9 +103,18 @@ def _constant_bias(x: gs.Tensor, value: float, shape: tuple, names: _Names, base
     return gs.Constant(names(f"{base}/bias"), np.full(shape, np.float32(value)).astype(numpy_dtype_for(et)))
 
 
-def _zero_bias(x: gs.Tensor, names: _Names, base: str) -> gs.Constant | None:
-    shape = (1,) if x.shape is not None and len(x.shape) >= 1 else ()
-    return _constant_bias(x, 0.0, shape, names, base)
+def _bias_input(graph: gs.Graph, x: gs.Tensor, tensor: gs.Tensor, label: str, names: _Names, base: str):
+    """(bias, description) for a constant `tensor` the plugin takes as x's bias, else why not (`label` names it)."""
+    values = const_values(tensor, graph)
+    if values is None:
+        what = "a graph input" if any(tensor is t for t in graph.inputs) else "not a constant"
+        return f"{label} {tensor.name!r} is {what}"
+    x_type = (elem_type(x), None if x.shape is None else list(x.shape))
+    if (why := bias_problem(x_type, (onnx.helper.np_dtype_to_tensor_dtype(values.dtype), list(values.shape)))):
+        return why
+    # A sparse initializer becomes a dense constant of its own dtype: the plugin takes a dense bias tensor.
+    bias = tensor if plain_constant(tensor) else gs.Constant(names(f"{base}/bias"), values)
+    return bias, _describe(values, plugin_layout(x.shape, values.shape)[0])
 
 
 def _foldable_add(graph: gs.Graph, x: gs.Tensor, y: gs.Tensor, names: _Names, base: str):
@@ -142,25 +125,21 @@ def _foldable_add(graph: gs.Graph, x: gs.Tensor, y: gs.Tensor, names: _Names, ba
     if not is_std(add, "Add") or len(add.inputs) != 2 or add.inputs[0] is add.inputs[1]:
         return None, None, None, ""
     other = add.inputs[1] if add.inputs[0] is y else add.inputs[0]
-    values = const_values(other, graph)
-    if values is None:
-        what = "a graph input" if any(other is t for t in graph.inputs) else "not a constant"
-        return None, None, None, f"following Add not folded: its other input {other.name!r} is {what}"
-    if (why := _bias_refusal(x, values)) is not None:
-        return None, None, None, f"following Add not folded: {why}"
-    # A sparse initializer becomes a dense constant of its own dtype: the plugin takes a dense bias tensor.
-    tensor = other if plain_constant(other) else gs.Constant(names(f"{base}/bias"), values)
-    return add, tensor, _describe(values, plugin_layout(x.shape, values.shape)[0]), ""
+    match = _bias_input(graph, x, other, "its other input", names, base)
+    if isinstance(match, str):
+        return None, None, None, f"following Add not folded: {match}"
+    return add, *match, ""
 
 
 def _replace(graph, names, kind, matched, x, y, fold_bias):
-    """Swap `matched` (computing y from x) and an optional constant Add for one SwishBias; returns a Replacement."""
+    """Swap `matched` (computing y from x) and an optional constant Add for one SwishBias: a Replacement, or the
+    Refusal when x's dtype, which a bias constant needs, is unknown."""
     base = matched[0].name or kind
     add, bias, desc, note = _foldable_add(graph, x, y, names, base) if fold_bias else (None, None, None, "")
     if bias is None:
-        bias = _zero_bias(x, names, base)
+        bias = _constant_bias(x, 0.0, (1,) if x.shape is not None and len(x.shape) >= 1 else (), names, base)
         if bias is None:
-            return None
+            return Refusal(kind, matched[0].name, "x's dtype is unknown (run shape inference first)")
         desc = "0 (scalar)"
     final = add.outputs[0] if add is not None else y
     replaced = [n.name for n in [*matched, add] if n is not None]
@@ -187,14 +166,11 @@ def fuse_sigmoid_mul(self, fold_bias=True, names=None):
             refused.append(Refusal("sigmoid-mul", sig.name, "the Sigmoid output is also used elsewhere "
                                                             "(graph output or another consumer)"))
             continue
-        if (reason := _dtype_refusal(x)) is not None:
+        if (reason := x_dtype_problem(elem_type(x))) is not None:
             refused.append(Refusal("sigmoid-mul", sig.name, reason))
             continue
         rep = _replace(self, names, "sigmoid-mul", [sig, mul], x, mul.outputs[0], fold_bias)
-        if rep is None:
-            refused.append(Refusal("sigmoid-mul", sig.name, "x's dtype is unknown (run shape inference first)"))
-        else:
-            done.append(rep)
+        (done if isinstance(rep, Replacement) else refused).append(rep)
     return done, refused
 
 
@@ -209,14 +185,11 @@ def convert_onnx_swish(self, fold_bias=True, names=None):
         if alpha != 1.0:
             refused.append(Refusal("onnx-swish", node.name, f"alpha={alpha:g}: only alpha=1 is x*sigmoid(x)"))
             continue
-        if (reason := _dtype_refusal(node.inputs[0])) is not None:
+        if (reason := x_dtype_problem(elem_type(node.inputs[0]))) is not None:
             refused.append(Refusal("onnx-swish", node.name, reason))
             continue
         rep = _replace(self, names, "onnx-swish", [node], node.inputs[0], node.outputs[0], fold_bias)
-        if rep is None:
-            refused.append(Refusal("onnx-swish", node.name, "x's dtype is unknown (run shape inference first)"))
-        else:
-            done.append(rep)
+        (done if isinstance(rep, Replacement) else refused).append(rep)
     return done, refused
 
 
@@ -321,22 +294,16 @@ def convert_seed_swish(self, names=None):
             continue
         info, bias_in = match
         x, y = node.inputs[0], node.outputs[0]
-        if (reason := _dtype_refusal(x)) is not None:
+        if (reason := x_dtype_problem(elem_type(x))) is not None:
             refused.append(Refusal(kind, node.name, reason))
             continue
         if bias_in is not None:
-            values = const_values(bias_in, self)
-            if values is None:
-                what = "a graph input" if any(bias_in is t for t in self.inputs) else "not a constant"
-                refused.append(Refusal(kind, node.name, f"bias input {bias_in.name!r} is {what}"))
+            # A bias the plugin cannot take (dtype, layout) would only fail at run or build time: refused here.
+            match = _bias_input(self, x, bias_in, "bias input", names, node.name)
+            if isinstance(match, str):
+                refused.append(Refusal(kind, node.name, match))
                 continue
-            if (why := _bias_refusal(x, values)) is not None:
-                # SwishBias requires bias.dtype == x.dtype and a supported layout; a mismatch would only fail at
-                # run/build time.
-                refused.append(Refusal(kind, node.name, why))
-                continue
-            bias = bias_in if plain_constant(bias_in) else gs.Constant(names(f"{node.name}/bias"), values)
-            desc = _describe(values, plugin_layout(x.shape, values.shape)[0])
+            bias, desc = match
         elif isinstance(info.get("bias"), (int, float)) and not isinstance(info.get("bias"), bool):
             bias = _constant_bias(x, _info_bias(node, info["bias"], elem_type(x)), (), names, node.name or kind)
             if bias is None:

@@ -11,9 +11,6 @@ from torchtrt_swish._output import first_line
 from .common import all_nodes, iter_graphs
 from .model_file import OnnxInputError, external_locations
 
-__all__ = ["prune_unused_domains", "initializers_as_inputs", "check_emitted", "hide_non_tensor_types",
-           "restore_types"]
-
 
 def prune_unused_domains(model: onnx.ModelProto) -> None:
     """Drop opset imports no node of the model (bodies and functions included) uses."""

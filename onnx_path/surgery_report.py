@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["Replacement", "Refusal", "SurgeryReport"]
-
 
 @dataclasses.dataclass
 class Replacement:

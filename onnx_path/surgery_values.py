@@ -15,9 +15,6 @@ _STD_DOMAINS = ("", "ai.onnx", None)
 # The folder a run_surgery model's external tensors are read from (OnnxModel.folder), for the constants a pass reads.
 EXTERNAL_DIR: contextvars.ContextVar[str] = contextvars.ContextVar("external_dir", default="")
 
-__all__ = ["EXTERNAL_DIR", "is_std", "elem_type", "sparse_to_dense", "constant_array", "plain_constant",
-           "const_values", "attr_str"]
-
 
 def is_std(node: gs.Node, op: str) -> bool:
     """True for a node of the standard ONNX domain with this op type."""

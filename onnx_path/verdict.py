@@ -1,23 +1,6 @@
 """The verdict rules of a parity run: error statistics that see non-finite values, the baseline rule, the report.
 
-Each compared output (a candidate against the reference, or a baseline against the reference) gets one row:
-
-* ``max_abs``, ``max_rel``, ``mean_abs``: over every element, with NaN and infinities kept as evidence. The same
-  infinity on both sides counts as no error; any NaN, on either side, makes the statistic NaN; an infinity on one
-  side only makes it inf. So a NaN never reads as error 0 (a running maximum starting at 0.0 would swallow it).
-  None (JSON null) when the output has no elements: nothing was measured, which is not an error of 0.
-* ``max_abs_finite``: the largest error where both sides are finite (None when no element is).
-* ``elements``: how many elements were compared, over all iterations (0 for an empty output or other shapes).
-* ``nonfinite``: how many elements are non-finite in the candidate and in the reference, and at how many positions
-  they do not match (a NaN never matches, not even another NaN).
-* ``within_tolerance``: Polygraphy's element-wise check (every |err| <= atol or rel <= rtol; matching infinities
-  equal, NaN never within) and no unmatched position; an output with no elements is within (none is outside), and
-  the report warns that this says nothing (``onnx_path.parity.compare_runners``).
-* ``within_baseline``: the candidate's ``max_abs`` is at most ``BASELINE_FACTOR`` times its baseline's, where
-  neither the candidate nor the baseline has an unmatched position. A baseline with NaN or an overflow never excuses
-  a candidate; a candidate within the tolerances passes whatever its baseline did. None when there is no baseline
-  or the candidate has no elements.
-* ``passed`` (within the tolerances or the baseline) and ``failure``: why not, in words.
+The rules and the statistics of a row: docs/cli.md#check-verdicts and docs/cli.md#check-non-finite-values.
 """
 from __future__ import annotations
 
@@ -37,22 +20,6 @@ from .model_file import write_text_atomic
 BASELINE_SUFFIX = " [baseline]"
 # Polygraphy's relative error adds this to zero reference values; the same here keeps the two consistent.
 _EPSILON = 2.220446049250313e-16
-
-__all__ = [
-    "BASELINE_FACTOR",
-    "BASELINE_SUFFIX",
-    "check_tolerance",
-    "error_stats",
-    "merge_stats",
-    "is_empty",
-    "make_row",
-    "judge",
-    "magnitudes",
-    "empty_outputs",
-    "output_notes",
-    "far_beyond_baseline",
-    "ParityReport",
-]
 
 
 def check_tolerance(name: str, value: float) -> float:
@@ -80,7 +47,7 @@ def _unmeasured() -> dict:
 
 
 def error_stats(candidate, reference) -> dict:
-    """One output's statistics (see the module docstring) for one set of inputs; shapes must hold the same count."""
+    """One output's statistics for one set of inputs (docs/cli.md#check-non-finite-values), or its shape_mismatch."""
     a = np.asarray(candidate, dtype=np.float64)
     b = np.asarray(reference, dtype=np.float64)
     if a.size != b.size:

@@ -1,28 +1,7 @@
 """The one output rule of the project: every file it writes is a regular file, written atomically.
 
-Every writer (``torchtrt-swish doctor --json``, ``torchtrt_swish.compile.export_engine``, ``onnx_path.common``'s
-``save_model`` / ``atomic_output`` / ``write_text_atomic`` and through them every CLI command) writes through here:
-
-* only a regular file or a new path is written; a symlink to a regular file is written *through* (the link stays, the
-  file it names is replaced); a folder, a character or block device, a FIFO, a socket, a dangling symlink or a
-  symlink loop is an :class:`OutputPathError`, before anything is written and again just before the swap;
-* the data goes to a temporary file beside the target (same folder, so one filesystem), is flushed to disk and then
-  renamed over the target with ``os.replace``: a reader sees the old file or the new one, never half of one;
-* a new file's mode follows the umask (as ``open()``'s would); a file that is replaced keeps its permission bits;
-* a failed write (``ENOSPC``, ``EFBIG`` under ``RLIMIT_FSIZE``, an exception, ``KeyboardInterrupt``) leaves the target
-  as it was and no temporary file behind;
-* ``inputs=``: files the write was made from (a model, its external data) are never replaced, whatever the spelling.
-
-Use::
-
-    with atomic_output(path) as tmp:      # tmp: an empty file beside `path`; write it by name, with any library
-        onnx.save(model, str(tmp))
-    with atomic_outputs([data_path, model_path], inputs=[source]) as (data_tmp, model_tmp):
-        ...                               # several files, each renamed into place in the order given
-    write_text(path, text); write_bytes(path, data)
-    say(text)                             # stdout is an output too: a reader that went away is not an error
-
-Only the standard library: ``torchtrt_swish.doctor`` must use it on installs where nothing else works.
+The rule in full: docs/cli.md#output-files. Only the standard library: torchtrt_swish.doctor must use it on installs
+where nothing else works.
 """
 from __future__ import annotations
 
@@ -33,9 +12,6 @@ import sys
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-
-__all__ = ["OutputPathError", "output_target", "output_problem", "atomic_output", "atomic_outputs", "write_text",
-           "write_bytes", "say", "flush_stdout", "first_line"]
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))

@@ -1,9 +1,7 @@
 """Thin user entry points for the Torch-TensorRT route: AOT compile, torch.compile, engine export, save/load.
 
-All of them make sure the converter is registered and the plugin library is in TensorRT's registry first, so the
-swish op becomes a ``SwishBias`` plugin layer instead of a PyTorch fallback. The ``torch.compile`` options, how they
-differ between Torch-TensorRT versions and why ``require_full_compilation`` does nothing there:
-docs/torch_tensorrt_route.md.
+Each registers the converter and loads the plugin first, so the op becomes a ``SwishBias`` layer, not a PyTorch
+fallback; the options and how they differ between versions: docs/torch_tensorrt_route.md.
 """
 from __future__ import annotations
 
@@ -117,7 +115,7 @@ def compile(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, dtype: to
 
 def torch_compile(model: torch.nn.Module, *, options: Mapping[str, Any] | None = None, dynamic: bool = False
                   ) -> Any:
-    """torch.compile(model, backend="tensorrt") with min_block_size=1 (see the module docstring for options)."""
+    """torch.compile(model, backend="tensorrt") with min_block_size=1 (options: docs/torch_tensorrt_route.md)."""
     torch_tensorrt = _require()  # importing torch_tensorrt registers the "tensorrt" backend with torch._dynamo
     return torch.compile(model, backend="tensorrt", dynamic=dynamic,
                          options=_settings(torch_tensorrt, dict(options or {})))

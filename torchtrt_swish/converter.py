@@ -1,9 +1,7 @@
 """Torch-TensorRT converter: torchtrt_swish.swish.default -> the C++ ``SwishBias`` plugin (IPluginV3).
 
-Everything that decides *whether* a node can go to TensorRT (dtype, bias layout) is a plain function of the FX node
-so it is unit-testable without TensorRT; Torch-TensorRT and TensorRT are imported only inside the functions that
-need them, and the decorator registration happens only in :func:`register`. The API calls used here, with the
-pages that show their signatures, are listed in docs/torch_tensorrt_api.md.
+Whether a node can go to TensorRT is a plain function of the FX node, testable without TensorRT, which is imported
+only where needed; the API calls used here: docs/torch_tensorrt_api.md.
 """
 from __future__ import annotations
 

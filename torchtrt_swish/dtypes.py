@@ -26,9 +26,6 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 #: small factor in their largest error, a wrong model by orders of magnitude.
 BASELINE_FACTOR: float = 2.0
 
-__all__ = ["DTYPES", "ALIASES", "TOLERANCES", "BASELINE_FACTOR", "dtype_name", "parse_dtype", "tolerance",
-           "unmatched_positions"]
-
 
 def dtype_name(dtype: str | torch.dtype) -> str:
     """Canonical name of a supported dtype given by name, alias or torch dtype; ValueError naming the choices."""

@@ -14,8 +14,6 @@ EXTRAS: dict[str, tuple[str, ...]] = {
 #: ``layer.precision_is_set`` unguarded, and TensorRT 11 removed that property.
 POLYGRAPHY_MIN = "0.53.6"
 
-__all__ = ["EXTRAS", "POLYGRAPHY_MIN", "extra_for", "install_hint", "installed", "missing_extra_message", "older_than"]
-
 
 def extra_for(module: str | None) -> str | None:
     """The extra that provides `module` (a dotted name counts by its top-level package), or None."""

@@ -70,12 +70,7 @@ def _swish_backward_fake(grad: torch.Tensor, x: torch.Tensor, bias: torch.Tensor
     return _empty_like_kernel_output(x), bias.new_empty(bias.shape)
 
 
-# ----------------------------------------------------------------------------- vmap
-#
-# Autograd (reverse and forward mode, double backward) is registered in C++ (csrc/torch/swish_autograd.cpp), so
-# torch.func.grad / jvp / jacrev / jacfwd / hessian work through it. torch.vmap (also inside jacfwd, jacrev and
-# hessian) needs a batching rule, registered with the public torch.library.register_vmap: the batch dim goes first,
-# and a bias gets a batch dim of its own placed in front of x's dims, so it still broadcasts "without changing x".
+# ----------------------------------------------------------------------------- vmap (docs/architecture.md)
 
 
 def _batched(t: torch.Tensor, bdim: int | None, size: int) -> torch.Tensor:
@@ -113,19 +108,7 @@ def _swish_backward_vmap(info, in_dims, grad: torch.Tensor, x: torch.Tensor, bia
     return (dx, dbias.reshape(n, *bias_shape)), (0, 0)
 
 
-# ----------------------------------------------------------------------------- inductor
-#
-# Inductor treats a custom op as an opaque kernel call: it could not fuse swish into the BatchNorm / add around it.
-# Inductor's own decomposition table (torch._inductor.decomposition.register_decomposition, the registry inductor
-# fills for ATen ops and reads through select_decomp_table() when AOTAutograd traces a graph) takes entries for any
-# OpOverload, so swish and swish_backward become pointwise ATen math (plus a sum) that inductor fuses with its
-# neighbours. The table is inductor's alone: torch.export keeps one torchtrt_swish.swish node per use (its default
-# decompositions are the core ATen table), and Torch-TensorRT builds its own table
-# (py/torch_tensorrt/dynamo/lowering/_decompositions.py get_decompositions(): torch's listed ATen decompositions plus
-# its own; its torch.compile backend hands that table to AOTAutograd), so its converter still sees the op.
-# torch._inductor is private API: tests/test_export_compile.py checks on CPU that inductor's generated code has no
-# call to our op, forward and backward, so a torch release that moves it fails there instead of silently running the
-# opaque kernel. Eager calls keep the bit-exact kernels.
+# ----------------------------------------------------------------------------- inductor (docs/architecture.md)
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -135,13 +118,7 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def _laid_out_as_kernel_output(t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """t with the strides the kernels (and the fake kernels) give their output for input x."""
-    # Pointwise ATen math takes its strides from the operands (a transposed x gives a transposed result), but eager
-    # and the fake kernels give _kept_format(x). A clone with an explicit memory format allocates like
-    # torch.empty(memory_format=...), so the traced strides are the declared ones whatever t's were; inductor
-    # lowers the clone into the same pointwise kernel (no extra pass) and gives graph outputs their traced strides
-    # (config.keep_output_stride), which its own decompositions rely on the same way. Where t is already laid out
-    # so (channels_last [N, C, 1, 1] is also contiguous, with other strides), the clone is left out: inductor keeps
-    # a clone that changes strides as a node of its own, and plain F.silu(x) + b has none.
+    # Only where needed (channels_last [N, C, 1, 1] is also contiguous): inductor keeps such a clone as a node.
     fmt = _kept_format(x)
     return t if t.is_contiguous(memory_format=fmt) else torch.clone(t, memory_format=fmt)
 
@@ -170,19 +147,7 @@ def swish_backward_decomposition(grad: torch.Tensor, x: torch.Tensor, bias: torc
     return dx, torch.clone(dbias.reshape(bias.shape).to(bias.dtype), memory_format=torch.contiguous_format)
 
 
-# ----------------------------------------------------------------------------- compile caches
-#
-# The AOTAutograd cache is keyed on the dynamo graph, which holds our op, not its decomposition, and the key has no
-# part for inductor's decomposition table: code compiled with an older decomposition (or before there was one)
-# would be served again after an upgrade. torch.compiler.config.cache_key_tag is torch's documented way to add to
-# every compile cache key: FxGraphHashDetails reads it when a key is computed (torch 2.11 and 2.14), and
-# AOTAutogradCacheDetails derives from it, so both keys get it. We add one part of our own, a hash of what the
-# registered decompositions compute (their code and their helpers', and the build), and keep whatever the user put
-# there. The part is set at import, so the tag does not
-# change in mid-process for caches that read it early (dynamo's PGO keys), and set again by the fake kernels, which
-# run when dynamo traces the op, i.e. before any cache key of a graph holding the op is computed: a user who
-# replaces the tag later still gets our part added back to theirs. (The custom-pass uuids are the other hook, but
-# torch 2.11 has one slot per pass, which the user's own pass would take.)
+# ----------------------------------------------------------------------------- compile caches (docs/architecture.md)
 
 _CACHE_TAG_PREFIX = "torchtrt_swish.decompositions="
 _CACHE_TAG_PART = re.compile(";?" + re.escape(_CACHE_TAG_PREFIX) + "[0-9a-f]*")

@@ -14,9 +14,6 @@ DynamicShapes = Sequence[Mapping[int, Sequence[int]] | None]
 #: (min, opt, max) of a dynamic batch axis nobody gave a range for.
 DEFAULT_BATCH_RANGE = (1, 8, 32)
 
-__all__ = ["Shape", "ShapeRange", "DynamicShapes", "DEFAULT_BATCH_RANGE", "parse_shape", "parse_shape_spec",
-           "ordered", "shape_ranges", "input_range"]
-
 
 def parse_shape(text: str, *, min_dim: int = 1) -> Shape:
     """Parse 'D0xD1x...' (e.g. 1x3x224x224) into a tuple; ValueError naming the text unless every D >= min_dim."""

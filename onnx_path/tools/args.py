@@ -16,10 +16,6 @@ from torchtrt_swish.shapes import parse_shape, parse_shape_spec
 
 from onnx_path.tools.base import UsageError
 
-__all__ = ["dtype_arg", "number_arg", "tolerance", "seed_arg", "size_arg", "iterations_arg", "scale_arg",
-           "workspace_arg", "opset_arg", "shape_arg", "dims_arg", "tolerance_list", "profile_shapes", "MAX_SIZE",
-           "MAX_SEED", "existing_file", "check_paths", "write_output", "model_from_spec"]
-
 
 def dtype_arg(text: str) -> str:
     """argparse type: a dtype name or alias, as its canonical name (torchtrt_swish.dtypes)."""

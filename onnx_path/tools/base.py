@@ -12,9 +12,6 @@ import sys
 import threading
 from collections.abc import Iterator
 
-__all__ = ["EXIT_OK", "EXIT_PARITY_FAIL", "EXIT_USAGE", "UsageError", "Terminated", "terminations", "HelpFormatter",
-           "Tool", "progress"]
-
 EXIT_OK, EXIT_PARITY_FAIL, EXIT_USAGE = 0, 1, 2
 
 

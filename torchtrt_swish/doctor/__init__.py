@@ -1,24 +1,8 @@
 """torchtrt-swish doctor: checks this install end to end, one row per check, each PASS, FAIL or SKIPPED with its reason
-(in the manner of DeepSpeed's ``ds_report`` and ``python -m torch.utils.collect_env``).
+(in the manner of DeepSpeed's ``ds_report`` and ``python -m torch.utils.collect_env``); the rows: docs/cli.md#doctor.
 
-* environment: Python, torch, CUDA and the GPU; which TensorRT flavours import (full, lean, dispatch) and their
-  versions; Torch-TensorRT; the modules of the extras (onnx, onnxruntime, Polygraphy, onnx-graphsurgeon, ...).
-* op: the CPU and CUDA kernels on a tiny parity check against ``F.silu(x) + b`` computed in float64; on a GPU, the
-  kernels' plans at its switch points (switch_points.py).
-* plugin: the library; loaded into each TensorRT that imports, through the registry's ``load_library`` and through
-  ``ctypes.CDLL`` after import (what Polygraphy ``--plugins`` does), with exactly one SwishBias creator found. Each
-  path runs in a fresh process, since a registration cannot be undone, holding only TensorRT and the plugin.
-* engine, where a full TensorRT and a GPU exist: a tiny model through each route, compared with the op. A route check
-  is a function that returns its detail or raises CheckFailed (``torch_tensorrt_route`` here; the ONNX parser's in
-  ``onnx_path.selfcheck``, which imports this module, never the other way round); ``route_main`` runs it in a process
-  of its own and prints its row as one result line, so that a crash is a FAIL row.
-
-It runs with the base install (torch, numpy): a missing extra is a SKIPPED row naming it. It runs where the package
-itself cannot load (torch of another minor version, ``_C`` missing or broken; __main__.py): that error and its fix are
-the torchtrt_swish row, and what needs the package is SKIPPED. Imports run in child processes (probe.py), each within
-IMPORT_TIMEOUT_S: one that hangs is a FAIL row naming what was waited for. Exit status 1 when any row FAILs, 0
-otherwise. ``--json`` prints the rows as JSON (``--json PATH`` writes them there) for a bug report.
-usage: torchtrt-swish doctor [--json [PATH]]   or   python -m torchtrt_swish.doctor [--json [PATH]]
+A route check returns its detail or raises CheckFailed (``torch_tensorrt_route`` here, the ONNX parser's in
+``onnx_path.selfcheck``); ``route_main`` runs it in a process of its own, so that a crash is a FAIL row.
 """
 from __future__ import annotations
 

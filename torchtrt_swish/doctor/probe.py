@@ -20,9 +20,6 @@ from typing import Any
 
 from .._output import first_line
 
-__all__ = ["CheckFailed", "RESULT_MARKER", "version_of", "emit", "results", "run_child", "import_modules",
-           "probe_imports", "probe_plugin", "probe_argv", "main"]
-
 RESULT_MARKER = "torchtrt-swish-doctor-result:"
 _TAIL = 3  # lines of a failed child's stderr (or stdout) quoted in its row
 _MAIN = str(Path(__file__).resolve().with_name("__main__.py"))  # run by path: a process without the package's __init__

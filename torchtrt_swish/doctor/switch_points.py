@@ -1,18 +1,13 @@
 """The fused CUDA backward's switch points on the GPU at hand, and a check of the op there.
 
-The backward's planner picks a kernel family and a block shape from the layout and the GPU's multiprocessor count,
-so the shapes where it switches differ from one GPU to the next. `switch_point_cases(sms)` finds them with the
-planner itself (torchtrt_swish._C.fused_backward_plan): shapes on both sides of every change of plan family or of
-column-sum stages along the batch of a set of real layouts. `check_switch_points()` runs forward and backward on
-them against float64 references on the CPU; the doctor and the GPU tests use both.
+The planner's choice depends on the GPU's multiprocessor count, so the shapes where it switches are found with the
+planner itself (torchtrt_swish._C.fused_backward_plan) on the GPU that runs them.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 import time
-
-__all__ = ["Case", "plan_of", "switch_point_cases", "check_case", "check_switch_points"]
 
 # (dtype, one sample's shape, bias kind): a bias on dim 1 ("dim1", [C, 1, ...]), on the last dim ("last") or a
 # scalar. Chosen to cross every family: grouped columns ([N, 4, 8] from 64 rows), tiles of whole planes
