@@ -17,7 +17,7 @@ copy bandwidth.
 
 Timing (bench_swish's helpers): `graph` rows capture k calls in one CUDA graph and report the median per-call time of
 its replays; `eager` rows time k back-to-back calls between CUDA events (host launch path included: what an eager
-caller waits for), the variants' rounds interleaved so that they share the machine's drift. Every variant's forward
+caller waits for). In both the variants' rounds are interleaved so that they share the machine's drift. Every variant's forward
 output is checked against an fp64 reference first. Each row's variants run in the same process.
 
 `torch.compile` is compiled per shape (dynamic=False), as a model of fixed shapes is; --compile auto lets dynamo go
@@ -141,7 +141,7 @@ def run_case(case: Case, dname: str, opts: argparse.Namespace, tools) -> list[di
                        "pass": pas, "timing": mode, "kernels": opts.kernels, "compile": opts.compile, "copy_us": copy_us,
                        "floor_us": floor_us}
                 if mode == "graph":
-                    times = {name: bench.time_graph(call, k, reps, stream=s) for name, call in calls.items()}
+                    times = bench.time_graphs_interleaved(calls, k, reps, stream=s)
                 else:
                     times = bench.time_loops_interleaved(calls, k, reps)
                 for name, t in times.items():

@@ -87,6 +87,18 @@ def time_graph(fn, k: int, reps: int, stream: torch.cuda.Stream | None = None) -
     return statistics.median(times)
 
 
+def time_graphs_interleaved(fns: dict, k: int, reps: int, stream: torch.cuda.Stream | None = None) -> dict:
+    """time_graph for several variants whose replays alternate round by round, so that each meets the same state of
+    the GPU (clocks, L2, DRAM refresh) rather than the variant before it. Returns name -> median microseconds per call."""
+    graphs = {name: capture_graph(fn, k, stream) for name, fn in fns.items()}
+    times: dict = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, g in graphs.items():
+            times[name].append(timed_round(g.replay, k))
+    del graphs
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
 def time_loop(fn, k: int, reps: int) -> float:
     """Median microseconds per call of k back-to-back eager calls between events (no graph).
 
