@@ -125,8 +125,8 @@ def expected_cols(dtype, n, row_len, group, aligned=True, sms=H200_SMS):
 
 def expected_planes(dtype, n, channels, inner, aligned=True, sms=H200_SMS):
     """Planes plan: the widest pack whose blocks start on plane boundaries; blocks of whole samples when a sample
-    (and enough of them for whole packs) fits the block size wanted, else whole planes when they fit a block, else
-    each plane split in even pieces of whole packs."""
+    (and enough of them for whole packs) fits the block size wanted, else whole planes when they fit it (or fit a
+    block and cannot be split in whole packs), else each plane split in even pieces of whole packs."""
     vw = PACK[dtype]
     sample = channels * inner
     outer = n // sample
@@ -139,7 +139,7 @@ def expected_planes(dtype, n, channels, inner, aligned=True, sms=H200_SMS):
             block_planes = want // sample // sample_group * sample_group * channels
             shape, slots, splits, block = "samples", channels, 1, block_planes * inner
             partial = ceil_div(n // inner, block_planes)
-        elif plane_group * inner <= most:
+        elif plane_group * inner <= most and (plane_group * inner <= want or inner % vec):
             block_planes = max(plane_group, want // inner // plane_group * plane_group)
             shape, slots, splits, block = "planes", block_planes, 1, block_planes * inner
             partial = outer

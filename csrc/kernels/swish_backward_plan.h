@@ -162,6 +162,7 @@ inline void planPlanes(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, 
     {
         int64_t const most = int64_t{kPLANE_PACKS} * vec;
         // About two blocks per SM for small tensors, as the other fused kernels; whole packs; one block at the most.
+        // A plane longer than that is split even where a block could hold it, so that a small tensor fills the SMs.
         int64_t const want = std::clamp<int64_t>(n / (2 * sms) / vec * vec, int64_t{kTHREADS} * vec, most);
         int64_t const planeGroup = vec / std::gcd(inner, vec);   // planes that add up to whole packs
         int64_t const sampleGroup = vec / std::gcd(sample, vec); // samples that add up to whole packs
@@ -172,7 +173,7 @@ inline void planPlanes(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, 
             p.blockPlanes = m * spec.channels;
             p.slots = static_cast<int32_t>(spec.channels);
         }
-        else if (planeGroup * inner <= most)
+        else if (planeGroup * inner <= most && (planeGroup * inner <= want || inner % vec != 0))
         {
             p.shape = PlanesShape::kPLANES;
             p.blockPlanes = std::max(planeGroup, want / inner / planeGroup * planeGroup);
