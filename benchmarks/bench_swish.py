@@ -81,10 +81,7 @@ def timed_round(body, calls: int) -> float:
 
 def time_graph(fn, k: int, reps: int, stream: torch.cuda.Stream | None = None) -> float:
     """Median microseconds per call of fn() over `reps` replays of a graph holding k calls, captured on stream."""
-    g = capture_graph(fn, k, stream)
-    times = [timed_round(g.replay, k) for _ in range(reps)]
-    del g
-    return statistics.median(times)
+    return time_graphs_interleaved({"": fn}, k, reps, stream)[""]
 
 
 def time_graphs_interleaved(fns: dict, k: int, reps: int, stream: torch.cuda.Stream | None = None) -> dict:

@@ -594,47 +594,40 @@ def test_forward_two_channel_packs_either_side_of_the_one_pack_limit_cuda(dtype)
 # ----------------------------------------------------------------------------- 64-bit indexing
 
 
+def _assert_rows_past(limit: int, sample: tuple, bshape: tuple) -> None:
+    """fp16 x of [rows, *sample] with just over `limit` elements: the first and last rows and random ones between get
+    the right value and the right channel's bias."""
+    per_row = math.prod(sample)
+    rows = limit // per_row + 2
+    n = rows * per_row
+    free, _ = torch.cuda.mem_get_info()
+    if free < 2 * n * 2 + (1 << 30):
+        pytest.skip(f"needs {2 * n * 2 / 2**30:.1f} GiB of free GPU memory, {free / 2**30:.1f} GiB free")
+    x = torch.empty((rows, *sample), device="cuda", dtype=torch.float16).uniform_(-8, 8)
+    b = torch.randn(bshape, device="cuda", dtype=torch.float16)
+    y = torchtrt_swish.swish(x, b)
+    torch.cuda.synchronize()
+    pick = torch.cat([torch.arange(0, 4), torch.randint(0, rows, (64,)), torch.arange(rows - 4, rows)])
+    _assert_close_to_reference(y[pick.cuda()].cpu(), x[pick.cuda()].cpu(), b.cpu())
+    assert (pick.max() + 1) * per_row > limit
+    del x, y
+    torch.cuda.empty_cache()
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("layout", ["scalar", "per_channel_last"])
 def test_more_than_2_pow_31_elements(layout):
     """Elements past index 2^31 get the right value and the right channel's bias (64-bit indexing)."""
     c = 4099  # odd row length: the bias period does not align with 2^31 or with 16-byte packs
-    n = ((1 << 31) // c + 2) * c
-    free, _ = torch.cuda.mem_get_info()
-    if free < 2 * n * 2 + (1 << 30):
-        pytest.skip(f"needs {2 * n * 2 / 2**30:.1f} GiB of free GPU memory, {free / 2**30:.1f} GiB free")
-    x = torch.empty(n, device="cuda", dtype=torch.float16).uniform_(-8, 8).view(-1, c)
-    b = torch.randn(1 if layout == "scalar" else c, device="cuda", dtype=torch.float16)
-    y = torchtrt_swish.swish(x, b)
-    torch.cuda.synchronize()
-    rows = torch.cat([torch.arange(0, 4), torch.randint(0, x.shape[0], (64,)), torch.arange(x.shape[0] - 4, x.shape[0])])
-    xs, ys = x[rows.cuda()].cpu(), y[rows.cuda()].cpu()
-    _assert_close_to_reference(ys, xs, b.cpu())
-    assert (rows.max() + 1) * c > (1 << 31)
-    del x, y
-    torch.cuda.empty_cache()
+    _assert_rows_past(1 << 31, (c,), (1,) if layout == "scalar" else (c,))
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("sample,bshape", [((4104,), (4104,)), ((3, 16), (3, 1)), ((5, 49), (5, 1))],
                          ids=["last_dim", "uniform_packs", "two_channel_packs"])
 def test_more_than_2_pow_32_elements_in_the_dividing_modes(sample, bshape):
-    """Past 2^32 elements the forward's per-pack bias lookups take 64-bit index math (fwdNarrow): the right
-    channel at the first and last rows and at random ones between."""
-    per_row = math.prod(sample)
-    rows = (1 << 32) // per_row + 2
-    free, _ = torch.cuda.mem_get_info()
-    if free < 2 * rows * per_row * 2 + (1 << 30):
-        pytest.skip(f"needs {4 * rows * per_row / 2**30:.1f} GiB of free GPU memory, {free / 2**30:.1f} GiB free")
-    x = torch.empty((rows, *sample), device="cuda", dtype=torch.float16).uniform_(-8, 8)
-    b = torch.randn(bshape, device="cuda", dtype=torch.float16)
-    y = torchtrt_swish.swish(x, b)
-    torch.cuda.synchronize()
-    pick = torch.cat([torch.arange(0, 4), torch.randint(0, rows, (64,)), torch.arange(rows - 4, rows)]).cuda()
-    _assert_close_to_reference(y[pick].cpu(), x[pick].cpu(), b.cpu())
-    assert rows * per_row > (1 << 32)
-    del x, y
-    torch.cuda.empty_cache()
+    """Past 2^32 elements the forward's per-pack bias lookups take 64-bit index math (fwdNarrow)."""
+    _assert_rows_past(1 << 32, sample, bshape)
 
 
 # ----------------------------------------------------------------------------- every fp32 input

@@ -199,21 +199,36 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     }
 }
 
+// Launches the kernel of pack width kW in the launch's shape (one pack a thread in kTHREADS-thread blocks, or two in
+// half as many); false when the launch asks for another width or shape.
+template <typename T, int kW, Mode kMODE, bool kWIDE = false>
+bool launchShape(FwdLaunch const& l, T const* xs, T const* bias, T* ys, cudaStream_t stream)
+{
+    if (l.vec != kW || (l.ppt != 1 && l.ppt != 2))
+    {
+        return false;
+    }
+    if (l.ppt == 1)
+    {
+        swishForwardKernel<T, kW, kMODE, kTHREADS, 1, kWIDE><<<l.grid, kTHREADS, 0, stream>>>(xs, bias, ys, l.nPacks,
+            l.prm);
+    }
+    else
+    {
+        swishForwardKernel<T, kW, kMODE, kTHREADS / 2, 2, kWIDE><<<l.grid, kTHREADS / 2, 0, stream>>>(xs, bias, ys,
+            l.nPacks, l.prm);
+    }
+    return true;
+}
+
 // The element-wise kernels (tail and misaligned launches): only the modes that have them (fwdHasScalarKernel).
 template <typename T, Mode kMODE>
 cudaError_t launchScalar(FwdLaunch const& l, T const* xs, T const* bias, T* ys, cudaStream_t stream)
 {
     if constexpr (fwdHasScalarKernel(kMODE))
     {
-        if (l.vec == 1 && l.ppt == 1)
+        if (launchShape<T, 1, kMODE>(l, xs, bias, ys, stream))
         {
-            swishForwardKernel<T, 1, kMODE, kTHREADS, 1><<<l.grid, kTHREADS, 0, stream>>>(xs, bias, ys, l.nPacks, l.prm);
-            return cudaSuccess;
-        }
-        if (l.vec == 1 && l.ppt == 2)
-        {
-            swishForwardKernel<T, 1, kMODE, kTHREADS / 2, 2><<<l.grid, kTHREADS / 2, 0, stream>>>(xs, bias, ys,
-                l.nPacks, l.prm);
             return cudaSuccess;
         }
     }
@@ -227,49 +242,27 @@ cudaError_t launchMode(FwdLaunch const& l, T const* x, T const* bias, T* y, cuda
     constexpr int kV = 16 / sizeof(T);
     T const* const xs = x + l.prm.offset;
     T* const ys = y + l.prm.offset;
-    bool const wide = fwdDividesPerPack(kMODE) && !fwdNarrow(l.prm, l.nPacks, l.vec);
     if constexpr (fwdDividesPerPack(kMODE))
     {
-        if (wide && l.vec == kV && l.ppt == 1)
+        if (!fwdNarrow(l.prm, l.nPacks, l.vec))
         {
-            swishForwardKernel<T, kV, kMODE, kTHREADS, 1, true><<<l.grid, kTHREADS, 0, stream>>>(xs, bias, ys,
-                l.nPacks, l.prm);
+            return launchShape<T, kV, kMODE, true>(l, xs, bias, ys, stream) ? cudaSuccess : cudaErrorInvalidValue;
+        }
+    }
+    if (launchShape<T, kV, kMODE>(l, xs, bias, ys, stream))
+    {
+        return cudaSuccess;
+    }
+    if constexpr (sizeof(T) == 2 && (kMODE == Mode::kSCALAR || kMODE == Mode::kLAST_FIXED))
+    {
+        if (l.vec == kV / 2 && l.ppt == 1)
+        {
+            swishForwardKernel<T, kV / 2, kMODE, kTHREADS, 1><<<l.grid, kTHREADS, 0, stream>>>(xs, bias, ys, l.nPacks,
+                l.prm);
             return cudaSuccess;
         }
-        if (wide && l.vec == kV && l.ppt == 2)
-        {
-            swishForwardKernel<T, kV, kMODE, kTHREADS / 2, 2, true><<<l.grid, kTHREADS / 2, 0, stream>>>(xs, bias,
-                ys, l.nPacks, l.prm);
-            return cudaSuccess;
-        }
     }
-    if (wide)
-    {
-        return cudaErrorInvalidValue;
-    }
-    if (l.vec == kV && l.ppt == 1)
-    {
-        swishForwardKernel<T, kV, kMODE, kTHREADS, 1><<<l.grid, kTHREADS, 0, stream>>>(xs, bias, ys, l.nPacks, l.prm);
-    }
-    else if (l.vec == kV && l.ppt == 2)
-    {
-        swishForwardKernel<T, kV, kMODE, kTHREADS / 2, 2><<<l.grid, kTHREADS / 2, 0, stream>>>(xs, bias, ys, l.nPacks,
-            l.prm);
-    }
-    else if constexpr (sizeof(T) == 2 && (kMODE == Mode::kSCALAR || kMODE == Mode::kLAST_FIXED))
-    {
-        if (l.vec != kV / 2 || l.ppt != 1)
-        {
-            return launchScalar<T, kMODE>(l, xs, bias, ys, stream);
-        }
-        swishForwardKernel<T, kV / 2, kMODE, kTHREADS, 1><<<l.grid, kTHREADS, 0, stream>>>(xs, bias, ys, l.nPacks,
-            l.prm);
-    }
-    else
-    {
-        return launchScalar<T, kMODE>(l, xs, bias, ys, stream);
-    }
-    return cudaSuccess;
+    return launchScalar<T, kMODE>(l, xs, bias, ys, stream);
 }
 
 template <typename T>
