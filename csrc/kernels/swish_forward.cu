@@ -85,7 +85,7 @@ __device__ __forceinline__ void biasLoads(T const* __restrict__ bias, int64_t nP
 #pragma unroll
     for (int u = 0; u < kPPT; ++u)
     {
-        int64_t const p = fwdLoadPack(fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT), nPacks);
+        int64_t const p = fwdLoadPack<kNARROW>(fwdPack<kNARROW>(blockIdx.x, threadIdx.x, u, kT, kPPT), nPacks);
         raw[u] = biasLoad<T, kVEC, kMODE, kNARROW>(bias, fwdElement(prm, p, kVEC), p, prm);
     }
 }
@@ -130,18 +130,20 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     T* __restrict__ y, int64_t nPacks, FwdParams prm)
 {
     using P = Pack<T, kVEC>;
+    // A narrow launch of a dividing mode also takes its pack indices in 32 bits (3-5 % on those rows at 2^18-2^24).
+    constexpr bool kN32 = fwdDividesPerPack(kMODE) && !kWIDE;
     P in[kPPT];
 #pragma unroll
     for (int u = 0; u < kPPT; ++u)
     {
-        int64_t const p = fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT);
+        int64_t const p = fwdPack<kN32>(blockIdx.x, threadIdx.x, u, kT, kPPT);
         if constexpr (kPPT == 1 || fwdBiasPerPack(kMODE))
         {
             // Unguarded (a thread past the end reads the last pack and skips its store), so that ptxas issues the
             // bias loads right behind it; behind a guard it converted x first, waiting for it. With two packs per
             // thread and a bias loaded once per thread, this form lets ptxas sink the first pack's load below the
             // bias conversion, so those keep the guard.
-            in[u] = reinterpret_cast<P const*>(x)[fwdLoadPack(p, nPacks)];
+            in[u] = reinterpret_cast<P const*>(x)[fwdLoadPack<kN32>(p, nPacks)];
         }
         else if (p < nPacks)
         {
@@ -151,7 +153,7 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     BiasRaw<T, kVEC, kMODE> raw[kPPT];
     if constexpr (fwdBiasPerPack(kMODE))
     {
-        biasLoads<T, kVEC, kMODE, kT, kPPT, !kWIDE>(bias, nPacks, prm, raw);
+        biasLoads<T, kVEC, kMODE, kT, kPPT, kN32>(bias, nPacks, prm, raw);
     }
     float const scalarBias = kMODE == Mode::kSCALAR ? Cvt<T>::toF(bias[0]) : 0.0f;
     // kLAST_FIXED: C / kVEC divides kT, so all of this thread's packs have the same channels, and as kT is a power
@@ -182,7 +184,7 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
 #pragma unroll
     for (int u = 0; u < kPPT; ++u)
     {
-        int64_t const p = fwdPack(blockIdx.x, threadIdx.x, u, kT, kPPT);
+        int64_t const p = fwdPack<kN32>(blockIdx.x, threadIdx.x, u, kT, kPPT);
         if (p < nPacks)
         {
             float v[kVEC];

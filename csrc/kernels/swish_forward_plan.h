@@ -65,7 +65,7 @@ inline int64_t fwdOnePackLimit(DType dtype, FwdMode mode)
 
 //! Whether a mode's lookup divides per pack in 32-bit arithmetic when the launch allows (fwdNarrow): those modes
 //! have 32-bit and 64-bit kernels. kSPAN2 keeps FastDiv::div (32-bit lookups were slower there: performance notes).
-constexpr bool fwdDividesPerPack(FwdMode m)
+TORCHTRT_SWISH_HOST_DEVICE constexpr bool fwdDividesPerPack(FwdMode m)
 {
     return m == FwdMode::kLAST_VEC || m == FwdMode::kUNIFORM_VEC;
 }
@@ -179,17 +179,35 @@ TORCHTRT_SWISH_HOST_DEVICE uint64_t fwdMod(FastDiv const& f, uint64_t n)
     }
 }
 
-//! Pack u of thread t of block b in a launch of `threads` x `ppt` packs a block.
+//! Pack u of thread t of block b in a launch of `threads` x `ppt` packs a block. kNARROW: in 32-bit arithmetic,
+//! for a narrow launch of vector packs (its grid covers fewer than 2^32 packs; the proof checks both forms agree).
+template <bool kNARROW = false>
 TORCHTRT_SWISH_HOST_DEVICE int64_t fwdPack(uint32_t b, uint32_t t, int u, int threads, int ppt)
 {
-    return static_cast<int64_t>(b) * (threads * ppt) + t + static_cast<int64_t>(u) * threads;
+    if constexpr (kNARROW)
+    {
+        return b * static_cast<uint32_t>(threads * ppt) + t + static_cast<uint32_t>(u * threads);
+    }
+    else
+    {
+        return static_cast<int64_t>(b) * (threads * ppt) + t + static_cast<int64_t>(u) * threads;
+    }
 }
 
 //! The pack a thread loads for pack p: p, or the last pack for a p past the end (a thread of the last block whose
 //! result is not stored), so that the loads need no guard and are all issued before any is used.
+template <bool kNARROW = false>
 TORCHTRT_SWISH_HOST_DEVICE int64_t fwdLoadPack(int64_t p, int64_t nPacks)
 {
-    return p < nPacks ? p : nPacks - 1;
+    if constexpr (kNARROW)
+    {
+        auto const last = static_cast<uint32_t>(nPacks - 1);
+        return static_cast<uint32_t>(p) < last ? static_cast<uint32_t>(p) : last;
+    }
+    else
+    {
+        return p < nPacks ? p : nPacks - 1;
+    }
 }
 
 //! The flat index of pack p's first element (the launch's packs start at prm.offset).

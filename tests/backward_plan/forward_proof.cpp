@@ -114,6 +114,12 @@ std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool bi
             return "launch " + std::to_string(li) + ": grid of " + std::to_string(l.grid) + " for "
                 + std::to_string(l.nPacks) + " packs";
         }
+        // A narrow launch of a dividing mode takes its pack indices in 32 bits: its grid must stay below 2^32 packs.
+        bool const n32 = fwdDividesPerPack(l.mode) && fwdNarrow(l.prm, l.nPacks, l.vec);
+        if (n32 && static_cast<int64_t>(l.grid) * l.threads * l.ppt > (int64_t{1} << 32))
+        {
+            return "launch " + std::to_string(li) + ": 32-bit pack indices for a grid past 2^32 packs";
+        }
         for (uint32_t b = 0; b < l.grid && r.ok(); ++b)
         {
             for (uint32_t t = 0; t < static_cast<uint32_t>(l.threads) && r.ok(); ++t)
@@ -123,6 +129,11 @@ std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool bi
                     int64_t const p = fwdPack(b, t, u, l.threads, l.ppt);
                     // The kernel loads x and the bias of pack fwdLoadPack(p) before it knows whether p is stored.
                     int64_t const q = fwdLoadPack(p, l.nPacks);
+                    if (n32 && (fwdPack<true>(b, t, u, l.threads, l.ppt) != p || fwdLoadPack<true>(p, l.nPacks) != q))
+                    {
+                        return "launch " + std::to_string(li) + ": 32-bit pack index differs at pack "
+                            + std::to_string(p);
+                    }
                     if (q < 0 || q >= l.nPacks || (q != p && p < l.nPacks))
                     {
                         return "launch " + std::to_string(li) + ": pack " + std::to_string(p) + " loads pack "

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from benchmarks.bench_layouts import CASES, DTYPES, Case  # noqa: E402
-from benchmarks.bench_swish import check  # noqa: E402
+from benchmarks.bench_swish import check, timed_round  # noqa: E402
 
 DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 for _name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
@@ -94,16 +94,6 @@ def graph_of(fn, k: int, stream: torch.cuda.Stream) -> torch.cuda.CUDAGraph:
     g.replay()
     torch.cuda.synchronize()
     return g
-
-
-def timed(body, calls: int) -> float:
-    """Microseconds per call of body() (which makes `calls` calls), between CUDA events."""
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    body()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1000.0 / calls
 
 
 def run_case(case: Case, dname: str, libs: dict, compiled, opts) -> list[dict]:
@@ -168,7 +158,7 @@ def run_case(case: Case, dname: str, libs: dict, compiled, opts) -> list[dict]:
         times: dict = {name: [] for name in bodies}
         for _ in range(reps):
             for name, body in bodies.items():
-                times[name].append(timed(body, k))
+                times[name].append(timed_round(body, k, queued=name != "copy"))
         med = {name: statistics.median(v) for name, v in times.items()}
         floor = med["copy"] * (1.0 if pas == "fwd" else 2.5)
         row = {"case": case.name, "dtype": dname, "pass": pas, "n": case.numel, "copy_us": med["copy"],
