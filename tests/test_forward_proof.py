@@ -95,4 +95,11 @@ def test_switch_points_of_the_launch_shapes(bp):
     shapes = {(MODES[l["mode"]], l["vec"] > 1, l["ppt"]) for c in cases for l in bp.forward_plan(*c)}
     for mode in ("scalar", "span2", "uniform_vec", "last_vec", "last_fixed", "periodic"):
         assert {(mode, True, 1), (mode, True, 2)} <= shapes, (mode, sorted(shapes))
+    # fp16/bf16 with a scalar, fixed or uniform bias: 8-byte packs up to 2^17 16-byte packs, 16-byte packs above.
+    for c in cases:
+        d, n, channels, inner = c[:4]
+        body = bp.forward_plan(*c)[0]
+        if PACK[d] == 8 and body["vec"] > 1:
+            narrow = MODES[body["mode"]] in ("scalar", "last_fixed", "uniform_vec") and n // 8 <= 1 << 17
+            assert body["vec"] == (4 if narrow else 8), (c, body)
     assert {("scalar", False, 1), ("scalar", False, 2), ("periodic", False, 1)} <= shapes, sorted(shapes)

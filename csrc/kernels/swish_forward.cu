@@ -255,7 +255,7 @@ cudaError_t launchMode(FwdLaunch const& l, T const* x, T const* bias, T* y, cuda
     {
         return cudaSuccess;
     }
-    if constexpr (sizeof(T) == 2 && (kMODE == Mode::kSCALAR || kMODE == Mode::kLAST_FIXED))
+    if constexpr (sizeof(T) == 2 && fwdHasHalfNarrowKernel(kMODE))
     {
         if (l.vec == kV / 2 && l.ppt == 1)
         {

@@ -51,9 +51,16 @@ struct FwdPlan
     FwdLaunch launch[2]{};
 };
 
-// fp16/bf16 tensors of at most this many 16-byte packs (2^20 elements) with a scalar or fixed bias take 8-byte packs
-// instead: twice the threads, each with half the math ahead of its store, for a launch that cannot fill the chip.
+// fp16/bf16 tensors of at most this many 16-byte packs (2^20 elements) with a scalar, fixed or uniform (dim-1) bias
+// take 8-byte packs instead: twice the threads, each with half the math ahead of its store,
+// for a launch that cannot fill the chip.
 constexpr int64_t kFWD_HALF_NARROW_PACKS = int64_t{1} << 17;
+
+//! Whether a mode has the fp16/bf16 8-byte-pack kernel (the lookups take the pack count of a row or plane).
+TORCHTRT_SWISH_HOST_DEVICE constexpr bool fwdHasHalfNarrowKernel(FwdMode m)
+{
+    return m == FwdMode::kSCALAR || m == FwdMode::kLAST_FIXED || m == FwdMode::kUNIFORM_VEC;
+}
 
 //! Packs up to which a launch runs one pack per thread in 256-thread blocks (the most loads in flight for a tensor
 //! that cannot fill the chip); above, two packs per thread in 128-thread blocks. bf16 kSPAN2 keeps one pack per
@@ -79,10 +86,9 @@ constexpr bool fwdHasScalarKernel(FwdMode m)
 inline FwdLaunch fwdLaunch(DType dtype, FwdMode mode, int vec, int64_t nPacks, FwdParams prm)
 {
     int const vw = vecWidth(dtype);
-    if (vw == 8 && vec == 8 && (mode == FwdMode::kSCALAR || mode == FwdMode::kLAST_FIXED)
-        && nPacks <= kFWD_HALF_NARROW_PACKS)
+    if (vw == 8 && vec == 8 && fwdHasHalfNarrowKernel(mode) && nPacks <= kFWD_HALF_NARROW_PACKS)
     {
-        // Same elements as 8-byte packs; for kLAST_FIXED a row then has twice the packs, which still divides the
+        // Same elements as 8-byte packs: a row or plane has twice the packs; for kLAST_FIXED that still divides the
         // 256-thread block (planForward checked that C / 8 divides 128).
         prm.byPacksPerRow = FastDiv::make(2 * static_cast<int64_t>(prm.byPacksPerRow.d));
         return FwdLaunch{mode, 4, kTHREADS, 1, 2 * nPacks, gridBlocks((2 * nPacks + kTHREADS - 1) / kTHREADS), prm};

@@ -98,7 +98,7 @@ std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool bi
         FwdLaunch const& l = plan.launch[li];
         bool const kernel = (l.vec == vw && (l.ppt == 1 || l.ppt == 2) && l.threads == kTHREADS / l.ppt)
             || (l.vec == 1 && fwdHasScalarKernel(l.mode) && l.threads == kTHREADS / l.ppt)
-            || (vw == 8 && l.vec == 4 && l.ppt == 1 && (l.mode == FwdMode::kSCALAR || l.mode == FwdMode::kLAST_FIXED));
+            || (vw == 8 && l.vec == 4 && l.ppt == 1 && fwdHasHalfNarrowKernel(l.mode));
         if (!kernel || (l.vec > 1 && (!io || l.prm.offset % l.vec != 0)))
         {
             return "launch " + std::to_string(li) + ": mode " + std::to_string(static_cast<int>(l.mode)) + ", pack "
