@@ -20,6 +20,7 @@ __global__ void __launch_bounds__(kFINAL_THREADS) finalizeColumnsKernel(float co
     int64_t C, int colsPer, int64_t sliceRows, TOut* __restrict__ out)
 {
     __shared__ float smem[kFINAL_THREADS / 32 * 8]; // a sum per warp and column (colsPer <= 8)
+    awaitPrerequisiteGrids(); // launched early behind the kernel that wrote `partial` (sumColumns)
     int const shift = __ffs(colsPer) - 1;
     SumThread const th = sumThread(shift, static_cast<int>(threadIdx.x), blockIdx.x, blockIdx.y, R, sliceRows);
     int const tx = th.tx;
@@ -84,10 +85,10 @@ __global__ void __launch_bounds__(kFINAL_THREADS) finalizeColumnsKernel(float co
     }
 }
 
-// Multiprocessors of the current device, cached: the fused backward sizes its blocks so small tensors still
-// spread over the whole chip (cudaDeviceGetAttribute is cheap, but not free per launch). No guess when the query
-// fails: the plan depends on the count, and the caller gets the error.
-cudaError_t smCount(int& sms)
+// A positive attribute of the current device, cached per device (cudaDeviceGetAttribute is cheap, but not free per
+// launch). No guess when the query fails: the caller gets the error.
+template <cudaDeviceAttr kATTR>
+cudaError_t deviceAttr(int& out)
 {
     static std::atomic<int> cache[64];
     int dev = 0;
@@ -99,7 +100,7 @@ cudaError_t smCount(int& sms)
     int v = dev >= 0 && dev < 64 ? cache[dev].load(std::memory_order_relaxed) : 0;
     if (v == 0)
     {
-        e = cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev);
+        e = cudaDeviceGetAttribute(&v, kATTR, dev);
         if (e != cudaSuccess)
         {
             return e;
@@ -113,8 +114,39 @@ cudaError_t smCount(int& sms)
             cache[dev].store(v, std::memory_order_relaxed);
         }
     }
-    sms = v;
+    out = v;
     return cudaSuccess;
+}
+
+// Multiprocessors of the current device: the fused backward sizes its blocks so small tensors still spread over the
+// whole chip.
+cudaError_t smCount(int& sms)
+{
+    return deviceAttr<cudaDevAttrMultiProcessorCount>(sms);
+}
+
+// One column-sum launch, as a programmatic dependent of the kernel before it (ours: the main kernel or the first
+// stage) where the device has them (compute capability 9.0 and later).
+template <typename TOut>
+cudaError_t launchSums(dim3 grid, unsigned threads, cudaStream_t stream, float const* partial, int64_t R, int64_t C,
+    int colsPer, int64_t sliceRows, TOut* out)
+{
+    int major = 0;
+    cudaError_t const e = deviceAttr<cudaDevAttrComputeCapabilityMajor>(major);
+    if (e != cudaSuccess)
+    {
+        return e;
+    }
+    cudaLaunchAttribute pdl{};
+    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(threads);
+    cfg.stream = stream;
+    cfg.attrs = &pdl;
+    cfg.numAttrs = major >= 9 ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, finalizeColumnsKernel<TOut>, partial, R, C, colsPer, sliceRows, out);
 }
 
 cudaError_t planFor(FusedPlan& plan, DType dtype, int64_t n, BiasSpec spec, void const* g, void const* x,
@@ -144,15 +176,14 @@ cudaError_t sumColumns(FusedPlan const& plan, float* ws, T* dbias, cudaStream_t 
         }
         dim3 const grid(st.shape.blocks, st.slices);
         auto const threads = static_cast<unsigned>(st.shape.threads);
-        if (st.outOffset >= 0)
+        cudaError_t const e = st.outOffset >= 0
+            ? launchSums<float>(grid, threads, stream, ws + st.inOffset, st.rows, plan.channels, st.shape.colsPer,
+                  st.sliceRows, ws + st.outOffset)
+            : launchSums<T>(grid, threads, stream, ws + st.inOffset, st.rows, plan.channels, st.shape.colsPer,
+                  st.sliceRows, dbias);
+        if (e != cudaSuccess)
         {
-            finalizeColumnsKernel<float><<<grid, threads, 0, stream>>>(ws + st.inOffset, st.rows, plan.channels,
-                st.shape.colsPer, st.sliceRows, ws + st.outOffset);
-        }
-        else
-        {
-            finalizeColumnsKernel<T><<<grid, threads, 0, stream>>>(ws + st.inOffset, st.rows, plan.channels,
-                st.shape.colsPer, st.sliceRows, dbias);
+            return e;
         }
     }
     return cudaGetLastError();

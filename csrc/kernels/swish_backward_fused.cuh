@@ -20,6 +20,23 @@ __device__ __forceinline__ uint32_t fromTheEnd()
     return gridDim.x - 1U - blockIdx.x;
 }
 
+// Programmatic dependent launch (sm_90 and later; no-ops before): a main kernel lets the column sums that follow it
+// be launched while it runs, and they wait for its partial sums before reading them, so that the sums' launch
+// latency is hidden behind the main kernel instead of following it.
+__device__ __forceinline__ void allowDependentLaunch()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+__device__ __forceinline__ void awaitPrerequisiteGrids()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float blockSum(float v, float* smem)
 {
 #pragma unroll

@@ -24,6 +24,7 @@ template <typename T, int kVEC>
 __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKernel(T const* __restrict__ g,
     T const* __restrict__ x, T* __restrict__ dx, PlanesPlan plan, float* __restrict__ partial)
 {
+    allowDependentLaunch();
     __shared__ float head[kPLANE_PACKS];
     __shared__ float tail[kPLANE_PACKS];
     using P = Pack<T, kVEC>;

@@ -15,6 +15,7 @@ template <typename T, int kVEC>
 __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardRowsKernel(T const* __restrict__ g, T const* __restrict__ x,
     T* __restrict__ dx, RowsPlan plan, float* __restrict__ partial)
 {
+    allowDependentLaunch();
     __shared__ float smem[kWARPS];
     using P = Pack<T, kVEC>;
     RowsBlock const blk = rowsBlock(plan, fromTheEnd());
@@ -52,6 +53,7 @@ template <typename T, int kVEC>
 __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel(T const* __restrict__ g, T const* __restrict__ x,
     T* __restrict__ dx, ColsPlan plan, float* __restrict__ partial)
 {
+    allowDependentLaunch();
     __shared__ float smem[kTHREADS * kVEC];
     using P = Pack<T, kVEC>;
     ColsBlock const blk = colsBlock(plan, blockIdx.x);
