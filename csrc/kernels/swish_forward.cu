@@ -130,7 +130,8 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     T* __restrict__ y, int64_t nPacks, FwdParams prm)
 {
     using P = Pack<T, kVEC>;
-    // A narrow launch of a dividing mode also takes its pack indices in 32 bits (3-5 % on those rows at 2^18-2^24).
+    // A narrow launch of a dividing mode also takes its pack indices in 32 bits: less index math ahead of the bias
+    // loads (performance notes).
     constexpr bool kN32 = fwdDividesPerPack(kMODE) && !kWIDE;
     P in[kPPT];
 #pragma unroll
