@@ -108,6 +108,29 @@ def checked_waits(code: dict[str, list[str]]) -> dict[str, list[str]]:
             if ("Backward" in name or "Forward" in name) and (w := waits_between_loads(ins))}
 
 
+def _op(ins: str) -> str:
+    """The opcode of one SASS instruction, without its predicate."""
+    return re.sub(r"^@!?U?P\w+\s+", "", ins.strip()).split(" ", 1)[0]
+
+
+def dependent_launch_findings(code: dict[str, list[str]]) -> dict[str, str]:
+    """The fused backward's programmatic dependent launch (swish_backward_fused.cu), by short kernel name: every main
+    kernel lets its dependents launch (PREEXIT: griddepcontrol.launch_dependents), and every column-sum kernel, which
+    may start before that main kernel ends, waits for it (ACQBULK: griddepcontrol.wait) before its first global load.
+    Only the kernels that break it."""
+    out: dict[str, str] = {}
+    for name, ins in code.items():
+        ops = [_op(i) for i in ins]
+        if "finalizeColumnsKernel" in name:
+            wait = next((k for k, op in enumerate(ops) if op == "ACQBULK"), None)
+            load = next((k for k, op in enumerate(ops) if op.startswith("LDG")), len(ops))
+            if wait is None or load < wait:
+                out[demangle_short(name)] = "reads before it waits for the main kernel (griddepcontrol.wait)"
+        elif re.search(r"swishBackward(Rows|Cols|Planes)Kernel", name) and "PREEXIT" not in ops:
+            out[demangle_short(name)] = "does not let the column sums launch (griddepcontrol.launch_dependents)"
+    return out
+
+
 def compile_kernels(arch: str, nvcc: str, dump: str) -> tuple[dict[str, dict], dict[str, list[str]]]:
     """Compile csrc/kernels/*.cu for sm_<arch>: ptxas resources per kernel and each kernel's SASS instructions."""
     ptxas_log, sass = "", ""
@@ -151,7 +174,8 @@ def compile_kernels(arch: str, nvcc: str, dump: str) -> tuple[dict[str, dict], d
 
 
 def main() -> int:
-    """Compile, parse, print; with --check, exit 1 when a kernel's first round of loads waits on itself."""
+    """Compile, parse, print; with --check, exit 1 when a kernel's first round of loads waits on itself or the
+    backward's dependent launch is not paired."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--arch", default="90")
     ap.add_argument("--check", action="store_true", help="exit 1 if a kernel's 'loads first' is not ok")
@@ -173,10 +197,12 @@ def main() -> int:
         print(f"| {demangle_short(name)} | {r.get('regs', '?')} | {r.get('stack', '?')} | "
               f"{r.get('spill_st', '?')}/{r.get('spill_ld', '?')} | {loads} | {stores} | "
               f"{'waits: ' + waits[0] if waits else 'ok'} |")
+    deps = dependent_launch_findings(code)
+    for name, why in deps.items():
+        print(f"kernel_report: {name} {why}")
     if args.check and failed:
         print(f"kernel_report: loads wait on earlier loads in {', '.join(failed)}")
-        return 1
-    return 0
+    return 1 if args.check and (failed or deps) else 0
 
 
 if __name__ == "__main__":

@@ -71,3 +71,34 @@ def test_kernels_issue_their_loads_first():
     assert len(forward) >= 42, sorted(code)  # seven bias modes, two launch shapes, three dtypes
     waits = kernel_report.checked_waits(code)
     assert not waits, waits
+
+
+SUMS = ["LDC R1, c[0x0][0x28]", "S2R R12, SR_TID.X", "ACQBULK", "@!P4 LDG.E.CONSTANT R26, desc[UR12][R20.64]"]
+MAIN = ["LDC R1, c[0x0][0x28]", "PREEXIT", "LDG.E.128.CONSTANT R8, desc[UR4][R4.64]"]
+
+
+def test_dependent_launch_pairing_detector():
+    """The column sums may start while the main kernel runs: a load ahead of their wait (or no wait) is flagged, and
+    so is a main kernel that never lets them launch."""
+    fin = "_ZN14torchtrt_swish12_GLOBAL__N_121finalizeColumnsKernelIfEEvPKfllilPT_"
+    main = "_ZN14torchtrt_swish6detail12_GLOBAL__N_125swishBackwardPlanesKernelIfLi4EEEvPKT_S5_PS3_NS0_10PlanesPlanEPf"
+    assert kernel_report.dependent_launch_findings({fin: SUMS, main: MAIN}) == {}
+    early = {fin: [SUMS[0], SUMS[3], SUMS[2]]}
+    assert list(kernel_report.dependent_launch_findings(early).values()) == [
+        "reads before it waits for the main kernel (griddepcontrol.wait)"]
+    assert kernel_report.dependent_launch_findings({fin: [SUMS[0], SUMS[3]]})
+    assert list(kernel_report.dependent_launch_findings({main: [MAIN[0], MAIN[2]]}).values()) == [
+        "does not let the column sums launch (griddepcontrol.launch_dependents)"]
+
+
+def test_backward_kernels_pair_their_dependent_launch():
+    """Every fused backward main kernel (rows, columns, planes; three dtypes, two pack widths) lets the column sums
+    launch early, and both column-sum kernels wait for it before reading the partial sums."""
+    home = cuda_root()
+    dump = kernel_report.cuobjdump()
+    if home is None or dump is None:
+        pytest.skip("needs nvcc (CUDA toolkit) and cuobjdump (CUDA toolkit or triton's wheel)")
+    _, code = kernel_report.compile_kernels("90", str(home / "bin" / "nvcc"), dump)
+    assert sum("finalizeColumnsKernel" in name for name in code) >= 2, sorted(code)
+    assert sum(("BackwardRows" in n or "BackwardCols" in n or "BackwardPlanes" in n) for n in code) >= 18, sorted(code)
+    assert kernel_report.dependent_launch_findings(code) == {}
