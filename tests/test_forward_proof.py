@@ -3,8 +3,9 @@
 Every bias lookup mode (scalar, full, last-dim vector and fixed, uniform packs, two-channel packs, per element), both
 launch shapes, the 8-byte packs of small fp16/bf16 tensors and the element-wise tail: every C up to 1100, plane sizes
 1-80 and powers of two +-1, rows into the thousands, every dtype, x/y and bias aligned or not, and the sizes at the
-switch points (2^17 and 2^18 packs, 2^20 for bf16 two-channel packs). The 32-bit lookups of a launch under 2^32
-elements are checked against the 64-bit ones at every pack.
+switch points (2^17 and 2^18 packs, 2^20 for bf16 two-channel packs). The 32-bit pack indices and lookups of a
+launch under 2^32 elements are checked against the 64-bit ones at every pack; past the sizes a walk can cover, at the
+first and last blocks.
 """
 from __future__ import annotations
 
@@ -103,3 +104,18 @@ def test_switch_points_of_the_launch_shapes(bp):
             narrow = MODES[body["mode"]] in ("scalar", "last_fixed", "uniform_vec") and n // 8 <= 1 << 17
             assert body["vec"] == (4 if narrow else 8), (c, body)
     assert {("scalar", False, 1), ("scalar", False, 2), ("periodic", False, 1)} <= shapes, sorted(shapes)
+
+
+def test_32_bit_indices_either_side_of_2_pow_32_elements(bp):
+    """The dividing modes' 32-bit pack indices and lookups (fwd32BitLaunch) where no walk of every block fits: the
+    first two and last two blocks of each launch, last-dim vector and uniform biases in every dtype, a few rows either
+    side of 2^32 elements (the 32-bit and the 64-bit kernels) and of 2^34 (64-bit: 32-bit pack indices would wrap)."""
+    cases = []
+    for d, vw in PACK.items():
+        for channels, inner in ((24 * vw, 1), (3, 8 * vw), (1000, vw)):
+            sample = channels * inner
+            for target in (1 << 32, 1 << 34):
+                cases += [(d, (target // sample + side) * sample, channels, inner, True, True) for side in (-1, 1)]
+    broken = [(c, why) for c, why in zip(cases, bp.prove_forward(cases, edges=True)) if why]
+    assert not broken, broken
+    assert {MODES[bp.forward_plan(*c)[0]["mode"]] for c in cases} == {"last_vec", "uniform_vec"}

@@ -175,6 +175,34 @@ def test_fused_backward_layouts_cuda(dtype, shape, bshape):
     _assert_backward_close(flat[1:].view(shape), b, torch.randn_like(x), f"offset {shape}/{bshape}")
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("shape,bshape", [((8, 1152, 7, 7), (1152, 1, 1)), ((4100, 64, 16), (64, 1)),
+                                          ((16384, 64), (64,)), ((1 << 20,), (1,))])
+def test_backward_replayed_in_a_cuda_graph_gives_the_eager_bits(shape, bshape):
+    """The column sums may start while the main kernel runs (a programmatic dependent launch) and wait for it before
+    reading its partial sums. Captured in a CUDA graph and replayed on new gradients, dx and dbias are the bits of the
+    eager call (both are deterministic), for the planes, columns and rows kernels and two column-sum stages
+    ([4100, 64, 16]): a sum that read before the main kernel finished would carry the previous replay's partials."""
+    gen = torch.Generator().manual_seed(21)
+    x = (torch.randn(shape, generator=gen) * 4).cuda()
+    b = torch.randn(bshape, generator=gen).cuda()
+    g = torch.randn(shape, generator=gen).cuda()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.ops.torchtrt_swish.swish_backward(g, x, b)  # warm-up on the capturing stream
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        got = torch.ops.torchtrt_swish.swish_backward(g, x, b)
+    for k in range(3):
+        g.copy_(torch.randn(shape, generator=gen) * (k + 1))
+        graph.replay()
+        want = torch.ops.torchtrt_swish.swish_backward(g, x, b)
+        for name, a, e in zip(("dx", "dbias"), got, want):
+            assert torch.equal(a, e), f"replay {k}: {name} differs from the eager call"
+
+
 def test_backward_is_not_the_seed_sigmoid_derivative():
     """The seed returned g*s*(1-s); the right answer is g*s*(1+x*(1-s)). Catch a regression to the seed."""
     x = torch.tensor([2.0], requires_grad=True)

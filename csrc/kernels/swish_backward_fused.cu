@@ -85,12 +85,11 @@ __global__ void __launch_bounds__(kFINAL_THREADS) finalizeColumnsKernel(float co
     }
 }
 
-// A positive attribute of the current device, cached per device (cudaDeviceGetAttribute is cheap, but not free per
+// A positive value per device, computed once per device by query(dev, value) (the queries are cheap, but not free per
 // launch). No guess when the query fails: the caller gets the error.
-template <cudaDeviceAttr kATTR>
-cudaError_t deviceAttr(int& out)
+template <typename Query>
+cudaError_t perDevice(std::atomic<int> (&cache)[64], int& out, Query query)
 {
-    static std::atomic<int> cache[64];
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess)
@@ -100,7 +99,7 @@ cudaError_t deviceAttr(int& out)
     int v = dev >= 0 && dev < 64 ? cache[dev].load(std::memory_order_relaxed) : 0;
     if (v == 0)
     {
-        e = cudaDeviceGetAttribute(&v, kATTR, dev);
+        e = query(dev, v);
         if (e != cudaSuccess)
         {
             return e;
@@ -122,17 +121,38 @@ cudaError_t deviceAttr(int& out)
 // whole chip.
 cudaError_t smCount(int& sms)
 {
-    return deviceAttr<cudaDevAttrMultiProcessorCount>(sms);
+    static std::atomic<int> cache[64];
+    return perDevice(cache, sms, [](int dev, int& v) {
+        return cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev);
+    });
+}
+
+// Whether the column-sum kernel this device runs has its wait: griddepcontrol exists from PTX 9.0, and a build that
+// reaches the device through older PTX (an arch list without 9.0) compiles the wait out, so its sums must not start
+// before the main kernel ends.
+template <typename TOut>
+cudaError_t sumsWaitForMain(bool& waits)
+{
+    static std::atomic<int> cache[64]; // 2: waits, 1: does not
+    int v = 0;
+    cudaError_t const e = perDevice(cache, v, [](int, int& out) {
+        cudaFuncAttributes a{};
+        cudaError_t const fe = cudaFuncGetAttributes(&a, finalizeColumnsKernel<TOut>);
+        out = a.ptxVersion >= 90 ? 2 : 1;
+        return fe;
+    });
+    waits = v == 2;
+    return e;
 }
 
 // One column-sum launch, as a programmatic dependent of the kernel before it (ours: the main kernel or the first
-// stage) where the device has them (compute capability 9.0 and later).
+// stage) where the kernel waits for it.
 template <typename TOut>
 cudaError_t launchSums(dim3 grid, unsigned threads, cudaStream_t stream, float const* partial, int64_t R, int64_t C,
     int colsPer, int64_t sliceRows, TOut* out)
 {
-    int major = 0;
-    cudaError_t const e = deviceAttr<cudaDevAttrComputeCapabilityMajor>(major);
+    bool waits = false;
+    cudaError_t const e = sumsWaitForMain<TOut>(waits);
     if (e != cudaSuccess)
     {
         return e;
@@ -145,7 +165,7 @@ cudaError_t launchSums(dim3 grid, unsigned threads, cudaStream_t stream, float c
     cfg.blockDim = dim3(threads);
     cfg.stream = stream;
     cfg.attrs = &pdl;
-    cfg.numAttrs = major >= 9 ? 1 : 0;
+    cfg.numAttrs = waits ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, finalizeColumnsKernel<TOut>, partial, R, C, colsPer, sliceRows, out);
 }
 

@@ -247,7 +247,7 @@ cudaError_t launchMode(FwdLaunch const& l, T const* x, T const* bias, T* y, cuda
     T* const ys = y + l.prm.offset;
     if constexpr (fwdDividesPerPack(kMODE))
     {
-        if (!fwdNarrow(l.prm, l.nPacks, l.vec))
+        if (!fwd32BitLaunch(l))
         {
             return launchShape<T, kV, kMODE, true>(l, xs, bias, ys, stream) ? cudaSuccess : cudaErrorInvalidValue;
         }

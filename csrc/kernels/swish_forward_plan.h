@@ -157,6 +157,12 @@ TORCHTRT_SWISH_HOST_DEVICE bool fwdNarrow(FwdParams const& prm, int64_t nPacks, 
     return prm.offset + nPacks * vec <= int64_t{0xffffffff};
 }
 
+//! Whether a launch's kernel takes its pack indices and bias lookups in 32 bits: a dividing mode, narrow.
+TORCHTRT_SWISH_HOST_DEVICE bool fwd32BitLaunch(FwdLaunch const& l)
+{
+    return fwdDividesPerPack(l.mode) && fwdNarrow(l.prm, l.nPacks, l.vec);
+}
+
 //! n / f.d, and n % f.d: in 32-bit arithmetic when the launch is narrow (fwdNarrow), else the general division.
 template <bool kNARROW>
 TORCHTRT_SWISH_HOST_DEVICE uint64_t fwdDiv(FastDiv const& f, uint64_t n)
@@ -186,7 +192,7 @@ TORCHTRT_SWISH_HOST_DEVICE uint64_t fwdMod(FastDiv const& f, uint64_t n)
 }
 
 //! Pack u of thread t of block b in a launch of `threads` x `ppt` packs a block. kNARROW: in 32-bit arithmetic,
-//! for a narrow launch of vector packs (its grid covers fewer than 2^32 packs; the proof checks both forms agree).
+//! for a narrow launch of vector packs (its grid covers at most 2^32 packs; the proof checks both forms agree).
 template <bool kNARROW = false>
 TORCHTRT_SWISH_HOST_DEVICE int64_t fwdPack(uint32_t b, uint32_t t, int u, int threads, int ppt)
 {

@@ -190,7 +190,7 @@ PYBIND11_MODULE(_backward_plan, m)
         py::arg("cases"), "Walks each case's fused backward plan (fused_proof.cpp): [(family, first broken rule)].");
     m.def(
         "prove_forward",
-        [](py::list cases)
+        [](py::list cases, bool edges)
         {
             // cases: (dtype, n, channels, inner, io_aligned, bias_aligned); per case the first broken rule or "".
             std::vector<std::tuple<DType, int64_t, BiasSpec, bool, bool>> in;
@@ -206,12 +206,13 @@ PYBIND11_MODULE(_backward_plan, m)
                 for (size_t i = 0; i < in.size(); ++i)
                 {
                     auto const& [dt, n, spec, io, ba] = in[i];
-                    out[i] = proof::proveForward(dt, n, spec, io, ba);
+                    out[i] = proof::proveForward(dt, n, spec, io, ba, edges);
                 }
             }
             return out;
         },
-        py::arg("cases"), "Walks each case's forward plan (forward_proof.cpp): [first broken rule or ''].");
+        py::arg("cases"), py::arg("edges") = false,
+        "Walks each case's forward plan (forward_proof.cpp): [first broken rule or '']; edges: first and last blocks.");
     m.def(
         "forward_plan",
         [](std::string const& dtype, int64_t n, int64_t channels, int64_t inner, bool io, bool biasAligned)
