@@ -75,6 +75,11 @@ def _regs(operands: str) -> set[int]:
     return out
 
 
+def _unpredicated(ins: str) -> str:
+    """One SASS instruction without its predicate (@P0, @!UP1)."""
+    return re.sub(r"^@!?U?P\w+\s+", "", ins.strip())
+
+
 def waits_between_loads(instructions: list[str]) -> list[str]:
     """Instructions that use a 128-bit load's result before the kernel's first round of loads has been issued.
 
@@ -91,7 +96,7 @@ def waits_between_loads(instructions: list[str]) -> list[str]:
     loaded: set[int] = set()
     bad = []
     for ins in instructions[loads[0]:loads[-1] + 1]:
-        body = re.sub(r"^@!?U?P\w+\s+", "", ins.strip())
+        body = _unpredicated(ins)
         op, _, operands = body.partition(" ")
         dest, _, sources = operands.partition(",")
         if op.startswith("LDG.E.128"):
@@ -108,11 +113,6 @@ def checked_waits(code: dict[str, list[str]]) -> dict[str, list[str]]:
             if ("Backward" in name or "Forward" in name) and (w := waits_between_loads(ins))}
 
 
-def _op(ins: str) -> str:
-    """The opcode of one SASS instruction, without its predicate."""
-    return re.sub(r"^@!?U?P\w+\s+", "", ins.strip()).split(" ", 1)[0]
-
-
 def dependent_launch_findings(code: dict[str, list[str]]) -> dict[str, str]:
     """The fused backward's programmatic dependent launch (swish_backward_fused.cu), by short kernel name: every main
     kernel lets its dependents launch (PREEXIT: griddepcontrol.launch_dependents), and every column-sum kernel, which
@@ -120,7 +120,7 @@ def dependent_launch_findings(code: dict[str, list[str]]) -> dict[str, str]:
     Only the kernels that break it."""
     out: dict[str, str] = {}
     for name, ins in code.items():
-        ops = [_op(i) for i in ins]
+        ops = [_unpredicated(i).split(" ", 1)[0] for i in ins]
         if "finalizeColumnsKernel" in name:
             wait = next((k for k, op in enumerate(ops) if op == "ACQBULK"), None)
             load = next((k for k, op in enumerate(ops) if op.startswith("LDG")), len(ops))

@@ -52,8 +52,8 @@ struct FwdPlan
 };
 
 // fp16/bf16 tensors of at most this many 16-byte packs (2^20 elements) with a scalar, fixed or uniform (dim-1) bias
-// take 8-byte packs instead: twice the threads, each with half the math ahead of its store,
-// for a launch that cannot fill the chip.
+// take 8-byte packs instead: twice the threads, each with half the math ahead of its store, for a launch that cannot
+// fill the chip.
 constexpr int64_t kFWD_HALF_NARROW_PACKS = int64_t{1} << 17;
 
 //! Whether a mode has the fp16/bf16 8-byte-pack kernel (the lookups take the pack count of a row or plane).
