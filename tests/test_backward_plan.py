@@ -123,6 +123,20 @@ def expected_cols(dtype, n, row_len, group, aligned=True, sms=H200_SMS):
                 partial_rows=chunks)
 
 
+def channels_per_block(outer, channels, inner, vec, want, sms) -> int:
+    """Blocks of whole channels (every sample's plane of each), which write dbias and need no column sums: whole packs
+    per sample and per block's planes of a sample, all samples of the fewest such channels within one block of
+    PLANE_PACKS packs, and at least one block per SM; the most channels, dividing C, whose elements stay within the
+    block size wanted. 0: not this shape."""
+    group = vec // math.gcd(inner, vec)
+    column = outer * inner
+    if (channels * inner) % vec or channels % group or group * column > PLANE_PACKS * vec or channels // group < sms:
+        return 0
+    fits = [k for k in range(group, channels + 1, group)
+            if channels % k == 0 and channels // k >= sms and (k == group or k * column <= want)]
+    return max(fits)
+
+
 def expected_planes(dtype, n, channels, inner, aligned=True, sms=H200_SMS):
     """Planes plan: the widest pack whose blocks start on plane boundaries; blocks of whole samples when a sample
     (and enough of them for whole packs) fits the block size wanted, else whole planes when they fit it (or fit a
@@ -139,6 +153,10 @@ def expected_planes(dtype, n, channels, inner, aligned=True, sms=H200_SMS):
             block_planes = want // sample // sample_group * sample_group * channels
             shape, slots, splits, block = "samples", channels, 1, block_planes * inner
             partial = ceil_div(n // inner, block_planes)
+        elif k := channels_per_block(outer, channels, inner, vec, want, sms):
+            block_planes = outer * k
+            shape, slots, splits, block = "channels", k, 1, block_planes * inner
+            partial = 1
         elif plane_group * inner <= most and (plane_group * inner <= want or inner % vec):
             block_planes = max(plane_group, want // inner // plane_group * plane_group)
             shape, slots, splits, block = "planes", block_planes, 1, block_planes * inner
@@ -154,8 +172,10 @@ def expected_planes(dtype, n, channels, inner, aligned=True, sms=H200_SMS):
         lanes = 1
         while lanes < 32 and lanes * 2 * slots <= THREADS and lanes < inner // vec + 1:
             lanes *= 2
+        # A block's packs in x: one run, or (channels) a segment of k planes from each sample, a sample apart.
+        segment, stride = (k * inner // vec, sample // vec) if shape == "channels" else (PLANE_PACKS, PLANE_PACKS)
         return dict(vec=vec, shape=shape, slots=slots, splits=splits, block_elems=block, block_planes=block_planes,
-                    lanes=lanes, partial_rows=partial)
+                    lanes=lanes, partial_rows=partial, segment_packs=segment, sample_packs=stride)
     raise AssertionError("single elements always divide")
 
 
@@ -167,10 +187,12 @@ def sum_launch(rows: int, channels: int, lane_rows: int) -> tuple[int, int]:
     return cols_per, max(lanes * cols_per, 32)
 
 
-def expected_sums(partial_rows: int, channels: int):
+def expected_sums(partial_rows: int, channels: int, in_main: bool = False):
     """Column sums: one stage of about SUM_LANE_ROWS rows per thread; two stages when even the widest block would give
     a thread more than SUM_MAX_LANE_ROWS rows. Workspace: the partial matrix, plus the first stage's
-    [slices][channels] result."""
+    [slices][channels] result. Blocks of whole channels (in_main) write dbias: no stage, no workspace."""
+    if in_main:
+        return dict(sum_slices=0, workspace=0)
     cols_per, threads = sum_launch(partial_rows, channels, SUM_LANE_ROWS)
     slices = 1
     lanes = threads // cols_per
@@ -217,7 +239,7 @@ def check_plan(bp, dtype, n, channels, inner, aligned=True, sms=H200_SMS):
         part = got["planes"]
     merged = {**part, "vec": got["vec"], "partial_rows": got["partial_rows"]}
     assert {k: merged[k] for k in want} == want, (dtype, n, channels, inner, got)
-    sums = expected_sums(got["partial_rows"], channels)
+    sums = expected_sums(got["partial_rows"], channels, kind == "planes" and got["planes"]["shape"] == "channels")
     assert got["sum_slices"] == sums["sum_slices"], got
     assert got["workspace"] == sums["workspace"], got
     assert got["workspace_bytes"] == max(sums["workspace"], 4)
@@ -280,6 +302,30 @@ def test_grouped_columns_need_tiles_of_whole_planes(bp, dtype):
     assert check_plan(bp, dtype, n, 32, 128)["kind"] == "planes"
     assert check_plan(bp, dtype, 256 * 32 * 60, 32, 60)["kind"] == "planes"
     assert check_plan(bp, dtype, n, 32, 64, aligned=False)["kind"] == "planes"
+
+
+def test_blocks_of_whole_channels_need_one_round_and_a_block_per_sm(bp):
+    """Blocks of whole channels (dbias written by the main kernel, no column sums) need the fewest such channels of
+    every sample within one block of PLANE_PACKS packs, and at least a block per SM: fp32 planes of 64 hold 64
+    samples (4096 elements) and not 65; 7x7 planes come in fours, so 528 channels are 132 blocks and 524 are not;
+    the block grows to the most channels dividing C within the size wanted."""
+    def shape_of(dtype, x_shape):
+        got = check_plan(bp, dtype, math.prod(x_shape), x_shape[1], math.prod(x_shape[2:]))
+        return got["planes"]["shape"], got["sum_slices"], got["blocks"]
+
+    assert shape_of("float32", (64, 256, 8, 8)) == ("channels", 0, 256)
+    assert shape_of("float32", (65, 256, 8, 8))[0] != "channels"
+    assert shape_of("float32", (8, 528, 7, 7)) == ("channels", 0, 132)
+    assert shape_of("float32", (8, 524, 7, 7))[0] != "channels"
+    assert shape_of("float32", (20, 1152, 7, 7)) == ("channels", 0, 288)
+    assert shape_of("float32", (21, 1152, 7, 7))[0] != "channels"
+    # 2 samples of 49: the block size wanted is its floor, 1024 elements: 8 channels (784), 144 blocks; on 160 SMs
+    # that is too few blocks, so 4 channels (288 blocks).
+    assert shape_of("float32", (2, 1152, 7, 7)) == ("channels", 0, 144)
+    got = check_plan(bp, "float32", 2 * 1152 * 49, 1152, 49, sms=160)
+    assert (got["planes"]["shape"], got["planes"]["slots"]) == ("channels", 4)
+    for dtype in ("float16", "bfloat16"):  # 7x7 planes in eights: 144 blocks
+        assert shape_of(dtype, (8, 1152, 7, 7)) == ("channels", 0, 144)
 
 
 def test_fp32_planes_never_group(bp):
@@ -432,7 +478,9 @@ def test_plans_over_a_sweep_match_the_rules_and_cover_the_tensor(bp):
             seen.add((kind, got.get("planes", {}).get("shape")))
             assert kind != "none"
             vec = got["vec"]
-            assert got["workspace"] >= got["partial_rows"] * channels * 4
+            in_main = got["sum_slices"] == 0  # blocks of whole channels write dbias: no partial matrix
+            assert in_main == (got.get("planes", {}).get("shape") == "channels")
+            assert got["workspace"] >= (0 if in_main else got["partial_rows"] * channels * 4)
             if kind == "rows":
                 r = got["rows"]
                 assert r["len"] == n and r["chunk_elems"] % vec == 0
@@ -455,8 +503,14 @@ def test_plans_over_a_sweep_match_the_rules_and_cover_the_tensor(bp):
                     assert (got["blocks"] - 1) * p["block_elems"] < n <= got["blocks"] * p["block_elems"]
                     if p["shape"] == "samples":
                         assert p["block_planes"] % channels == 0
+                    if p["shape"] == "channels":
+                        # Every block alike: k whole channels of each of the n / (channels * inner) samples.
+                        k = p["slots"]
+                        assert channels % k == 0 and got["blocks"] == channels // k >= H200_SMS
+                        assert p["block_planes"] == n // (channels * inner) * k and got["partial_rows"] == 1
+                        assert p["segment_packs"] * vec == k * inner and p["sample_packs"] * vec == channels * inner
     assert seen >= {("rows", None), ("cols", None), ("planes", "samples"), ("planes", "planes"),
-                    ("planes", "split")}, seen
+                    ("planes", "split"), ("planes", "channels")}, seen
 
 
 def test_fast_div_gives_the_planes_kernel_exact_plane_indices(bp):
@@ -482,6 +536,11 @@ BOUNDARY_RUNS = [
     ("float32", (132, 2, 4100), (2, 1), ("planes", "split", 1)),
     ("float32", (4096, 64, 16), (64, 1), ("planes", "samples", 1)),  # 1024 partial rows: one column-sum stage
     ("float32", (4100, 64, 16), (64, 1), ("planes", "samples", 3)),  # 1025: two stages, three slices
+    ("float32", (20, 1152, 7, 7), (1152, 1, 1), ("planes", "channels", 0)),  # whole channels fit one round ...
+    ("float32", (21, 1152, 7, 7), (1152, 1, 1), ("planes", "planes", 1)),  # ... not at 21 samples
+    ("float32", (8, 528, 7, 7), (528, 1, 1), ("planes", "channels", 0)),  # a block per SM ...
+    ("float32", (8, 524, 7, 7), (524, 1, 1), ("planes", "planes", 1)),  # ... not with 131 blocks
+    ("bfloat16", (8, 1152, 7, 7), (1152, 1, 1), ("planes", "channels", 0)),
 ]
 
 

@@ -125,7 +125,7 @@ def test_last_dim_and_full_bias_every_channel_count(bp):
 
 def test_per_channel_planes_every_plane_size(bp):
     """Per-channel biases on dim 1 ([N, C, inner]): every plane size with C up to 64, every C up to 1100 with the
-    planes of real networks, batch 1 to 64; grouped columns and all three planes shapes reached."""
+    planes of real networks, batch 1 to 64; grouped columns and all four planes shapes reached."""
     raw = []
     for inner in plane_sizes():
         for channels in (1, 2, 3, 5, 8, 13, 16, 31, 32, 33, 64):
@@ -138,7 +138,8 @@ def test_per_channel_planes_every_plane_size(bp):
             for d, a, s in _every(sms=(SMS[channels % len(SMS)],)):
                 raw.append((d, batch * channels * inner, channels, inner, a, s))
     families, count = _prove(bp, raw)
-    assert {"grouped_cols", "planes_samples", "planes_planes", "planes_split", "rows"} <= families, families
+    assert {"grouped_cols", "planes_samples", "planes_planes", "planes_split", "planes_channels", "rows"} <= families, \
+        families
     assert count > 10000, count
 
 

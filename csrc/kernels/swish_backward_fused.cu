@@ -219,7 +219,7 @@ cudaError_t fused(FusedPlan const& plan, void const* g, void const* x, void* dx,
         return cudaErrorInvalidConfiguration;
     }
     MainLaunch<T> const launch{plan, grid, static_cast<T const*>(g), static_cast<T const*>(x), static_cast<T*>(dx),
-        ws, stream};
+        ws, static_cast<T*>(dbias), stream};
     switch (plan.kind)
     {
     case FusedKind::kROWS: launchRowsKernel(launch); break;

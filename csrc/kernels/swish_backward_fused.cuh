@@ -74,6 +74,7 @@ struct MainLaunch
     T const* x;
     T* dx;
     float* partial;
+    T* dbias; // written by the main kernel only where the plan has no column sums (sumStages)
     cudaStream_t stream;
 };
 

@@ -144,7 +144,7 @@ TORCHTRT_SWISH_HOST_DEVICE int64_t colsTreeCell(ColsPlan const& p, uint32_t rowC
 // -------------------------------------------------------------------------------------------------- planes kernel
 
 //! Block b of the planes kernel: elements [start, start + len) (pack-aligned), holding `planes` whole planes (kSPLIT:
-//! piece `piece` of plane q).
+//! piece `piece` of plane q; kCHANNELS: len elements from start in segments, planesPackOffset).
 struct PlanesBlock
 {
     int64_t start;
@@ -166,6 +166,12 @@ TORCHTRT_SWISH_HOST_DEVICE PlanesBlock planesBlock(PlanesPlan const& p, uint32_t
         k.start = static_cast<int64_t>(k.q) * p.inner + off;
         k.len = minOf(p.blockElems, p.inner - off);
     }
+    else if (p.shape == PlanesShape::kCHANNELS)
+    {
+        k.start = static_cast<int64_t>(b) * p.slots * p.inner; // channel b * slots of sample 0
+        k.len = p.blockElems;
+        k.planes = p.blockPlanes;
+    }
     else
     {
         k.start = static_cast<int64_t>(b) * p.blockElems;
@@ -179,6 +185,15 @@ TORCHTRT_SWISH_HOST_DEVICE PlanesBlock planesBlock(PlanesPlan const& p, uint32_t
 TORCHTRT_SWISH_HOST_DEVICE int planesPack(int t, int u)
 {
     return t + u * kTHREADS;
+}
+
+//! Where block-local pack pk lies in x, g and dx, in packs from the block's start: in kCHANNELS pack pk of the
+//! block's segments (one per sample, a sample apart); the other shapes have one segment of kPLANE_PACKS packs, so
+//! pk itself (no branch between the loads).
+TORCHTRT_SWISH_HOST_DEVICE int64_t planesPackOffset(PlanesPlan const& p, int pk)
+{
+    uint32_t const o = p.bySegment.div32(static_cast<uint32_t>(pk));
+    return pk + static_cast<int64_t>(o) * (p.samplePacks - static_cast<int64_t>(p.bySegment.d));
 }
 
 //! The slot (channel or plane) thread t adds in the round starting at slot w0, and its lane within the slot: lanes
@@ -233,11 +248,12 @@ TORCHTRT_SWISH_HOST_DEVICE int64_t planesSplitCell(PlanesPlan const& p, uint32_t
     return (static_cast<int64_t>(o) * p.splits + piece) * p.channels + c;
 }
 
-//! kSAMPLES, kPLANES: the partial cell of slot w of block b (kSAMPLES: row b, channel w; kPLANES: plane
-//! b * blockPlanes + w, i.e. row o, channel c), or -1 for a slot past the block's planes.
+//! kSAMPLES, kPLANES, kCHANNELS: the partial cell of slot w of block b (kSAMPLES: row b, channel w; kPLANES: plane
+//! b * blockPlanes + w, i.e. row o, channel c; kCHANNELS: channel b * slots + w, an element of dbias), or -1 for a
+//! slot past the block's planes.
 TORCHTRT_SWISH_HOST_DEVICE int64_t planesSlotCell(PlanesPlan const& p, uint32_t b, int w, int64_t blockPlanes)
 {
-    bool const written = w < p.slots && (p.shape == PlanesShape::kSAMPLES || w < blockPlanes);
+    bool const written = w < p.slots && (p.shape != PlanesShape::kPLANES || w < blockPlanes);
     return written ? static_cast<int64_t>(b) * p.slots + w : -1;
 }
 
@@ -255,11 +271,15 @@ struct SumStage
     int64_t outOffset; // floats into the workspace, or -1: dbias
 };
 
-//! The plan's column-sum launches: one, or two over row slices (planSums); count in *stages.
+//! The plan's column-sum launches: none (the main kernel wrote dbias), one, or two over row slices (planSums).
 inline int sumStages(FusedPlan const& plan, SumStage (&stages)[2])
 {
     int64_t const R = plan.partialRows;
     int64_t const C = plan.channels;
+    if (plan.sumSlices == 0)
+    {
+        return 0;
+    }
     if (plan.sumSlices > 1)
     {
         int64_t const sliceRows = (R + plan.sumSlices - 1) / plan.sumSlices;

@@ -7,7 +7,7 @@
 //
 // Every block of the main kernel writes fp32 partial sums of g to a workspace laid out as a matrix partial[R][C]
 // (C = bias elements), and dbias[c] is the sum of column c, added in a fixed order (deterministic, no
-// floating-point atomics). Three shapes of the main work, all views of x as [outer, C, inner]: "rows" (a scalar
+// floating-point atomics); a planes block that holds whole channels of every sample writes dbias itself. Three shapes of the main work, all views of x as [outer, C, inner]: "rows" (a scalar
 // bias: the tensor is one run), "planes" (inner > 1: per-channel on dim 1, blocks before the last dim) and "columns"
 // (inner == 1: per-channel on the last dim, full, trailing blocks; and short planes of fp16/bf16 as groups of
 // columns, planGroupedCols).
@@ -53,10 +53,12 @@ struct ColsPlan
 };
 
 // Block shapes of the planes kernel (swish_backward_planes.cu):
-//   kSAMPLES: m whole samples ([C, inner] each): C sums per block, partial[block][c] (small planes: few partials);
-//   kPLANES:  k whole planes: one sum per plane, at its plane index, i.e. partial[o][c];
-//   kSPLIT:   planes longer than a block, split in `splits` pieces: partial[o * splits + s][c].
-enum class PlanesShape : int { kSAMPLES, kPLANES, kSPLIT };
+//   kSAMPLES:  m whole samples ([C, inner] each): C sums per block, partial[block][c] (small planes: few partials);
+//   kPLANES:   k whole planes: one sum per plane, at its plane index, i.e. partial[o][c];
+//   kSPLIT:    planes longer than a block, split in `splits` pieces: partial[o * splits + s][c];
+//   kCHANNELS: k whole channels of every sample (k planes from each sample, one run per sample): k sums, dbias
+//              itself, so no column sums follow.
+enum class PlanesShape : int { kSAMPLES, kPLANES, kSPLIT, kCHANNELS };
 
 struct PlanesPlan
 {
@@ -71,6 +73,8 @@ struct PlanesPlan
     int32_t lanes;       // threads per slot in the block's reduction (a power of two <= 32)
     PlanesShape shape;
     FastDiv byInner;     // block-local element -> block-local plane
+    FastDiv bySegment;   // block-local pack -> segment (kCHANNELS: a block's packs of one sample; else one segment)
+    int64_t samplePacks; // packs from one segment's start to the next's (kCHANNELS: a sample)
 };
 
 enum class FusedKind : int { kNONE, kROWS, kCOLS, kPLANES };
@@ -84,7 +88,7 @@ struct FusedPlan
     PlanesPlan planes{};
     int64_t channels{1};
     int64_t partialRows{0}; // R of the partial matrix [R][channels]
-    int64_t sumSlices{1};   // > 1: the column sums run in two stages over this many row slices
+    int64_t sumSlices{1};   // > 1: the column sums run in two stages over this many row slices; 0: none (kCHANNELS)
     size_t workspace{0};
 };
 
@@ -146,6 +150,28 @@ inline bool planGroupedCols(FusedPlan& plan, int64_t n, BiasSpec spec, bool alig
     return true;
 }
 
+// kCHANNELS: channels per block, or 0 where the shape does not apply. A block takes k channels of every sample in one
+// round of loads, so it adds whole channels and writes dbias, with no partial matrix and no column-sum launch (the
+// second kernel was most of a small tensor's backward). It needs whole packs per sample and per k planes (k a
+// multiple of planeGroup dividing C: every block alike), k channels of all samples within one block, and at least a
+// block per SM; k grows towards the block size wanted.
+inline int64_t channelsPerBlock(int64_t outer, BiasSpec spec, int64_t vec, int64_t want, int64_t most, int sms)
+{
+    int64_t const planeGroup = vec / std::gcd(spec.inner, vec);
+    int64_t const column = outer * spec.inner; // elements of one channel across the samples
+    if ((spec.channels * spec.inner) % vec != 0 || spec.channels % planeGroup != 0 || planeGroup * column > most
+        || spec.channels / planeGroup < sms)
+    {
+        return 0;
+    }
+    int64_t k = std::max(planeGroup, want / column / planeGroup * planeGroup);
+    while (spec.channels % k != 0 || spec.channels / k < sms)
+    {
+        k -= planeGroup;
+    }
+    return k;
+}
+
 // Planes-kernel plan (swishBackwardPlanesKernel): the widest packs whose blocks can start on plane boundaries, and
 // the block shape that writes the fewest partial sums.
 inline void planPlanes(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, int vw, int sms)
@@ -158,6 +184,10 @@ inline void planPlanes(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, 
     p.channels = spec.channels;
     p.planes = n / inner;
     p.splits = 1;
+    p.bySegment = FastDiv::make(kPLANE_PACKS); // one segment (planesPackOffset) but in kCHANNELS
+    p.samplePacks = kPLANE_PACKS;
+    int64_t const outer = n / sample;
+    int64_t k = 0;
     for (int64_t vec = aligned && inner >= vw ? vw : 1;; vec = 1)
     {
         int64_t const most = int64_t{kPLANE_PACKS} * vec;
@@ -172,6 +202,14 @@ inline void planPlanes(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, 
             p.shape = PlanesShape::kSAMPLES;
             p.blockPlanes = m * spec.channels;
             p.slots = static_cast<int32_t>(spec.channels);
+        }
+        else if ((k = channelsPerBlock(outer, spec, vec, want, most, sms)) > 0)
+        {
+            p.shape = PlanesShape::kCHANNELS;
+            p.blockPlanes = outer * k;
+            p.slots = static_cast<int32_t>(k);
+            p.bySegment = FastDiv::make(k * inner / vec);
+            p.samplePacks = sample / vec;
         }
         else if (planeGroup * inner <= most && (planeGroup * inner <= want || inner % vec != 0))
         {
@@ -207,9 +245,9 @@ inline void planPlanes(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, 
         p.lanes *= 2;
     }
     p.byInner = FastDiv::make(inner);
-    int64_t const outer = n / sample;
     plan.partialRows = p.shape == PlanesShape::kSAMPLES ? (p.planes + p.blockPlanes - 1) / p.blockPlanes
         : p.shape == PlanesShape::kPLANES               ? outer
+        : p.shape == PlanesShape::kCHANNELS             ? 1 // the "partial matrix" is dbias
                                                         : outer * p.splits;
 }
 
@@ -252,6 +290,12 @@ inline SumShape sumShape(int64_t rows, int64_t channels, int64_t laneRows)
 
 inline void planSums(FusedPlan& plan)
 {
+    if (plan.kind == FusedKind::kPLANES && plan.planes.shape == PlanesShape::kCHANNELS)
+    {
+        plan.sumSlices = 0;
+        plan.workspace = 0;
+        return;
+    }
     int64_t const R = plan.partialRows;
     SumShape const one = sumShape(R, plan.channels, kSUM_LANE_ROWS);
     int64_t const lanes = one.threads / one.colsPer;
@@ -320,8 +364,8 @@ inline int64_t mainBlocks(FusedPlan const& plan)
                                           : (pp.planes + pp.blockPlanes - 1) / pp.blockPlanes;
 }
 
-//! The plan's family by name: "rows", "cols", "grouped_cols", "planes_samples", "planes_planes", "planes_split" or
-//! "none" (the doctor's switch points and the planner's tests use these names).
+//! The plan's family by name: "rows", "cols", "grouped_cols", "planes_samples", "planes_planes", "planes_split",
+//! "planes_channels" or "none" (the doctor's switch points and the planner's tests use these names).
 inline char const* planFamily(FusedPlan const& plan)
 {
     switch (plan.kind)
@@ -331,6 +375,7 @@ inline char const* planFamily(FusedPlan const& plan)
     case FusedKind::kPLANES:
         return plan.planes.shape == PlanesShape::kSAMPLES ? "planes_samples"
             : plan.planes.shape == PlanesShape::kPLANES   ? "planes_planes"
+            : plan.planes.shape == PlanesShape::kCHANNELS ? "planes_channels"
                                                           : "planes_split";
     case FusedKind::kNONE: break;
     }

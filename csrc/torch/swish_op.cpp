@@ -268,7 +268,7 @@ PyObject* fusedBackwardPlan(PyObject*, PyObject* args)
     }
     using namespace torchtrt_swish::detail;
     FusedPlan const plan = planFused(dt, n, torchtrt_swish::BiasSpec{channels, inner}, aligned != 0, sms);
-    return Py_BuildValue("(sL)", planFamily(plan), static_cast<long long>(plan.sumSlices > 1 ? 2 : 1));
+    return Py_BuildValue("(sL)", planFamily(plan), static_cast<long long>(plan.sumSlices > 1 ? 2 : plan.sumSlices));
 }
 
 PyMethodDef kMETHODS[] = {

@@ -3,6 +3,8 @@
 // every access is inside its buffer (x, g, dx, the workspace, shared memory), that every dx element is written once,
 // that every g element is summed once into a partial cell of its own bias element, that every partial cell is
 // written once before the sums read it, that every dbias element is written once, and that grids fit their limits.
+// A plan without column sums (sumStages: none) has its main kernel write dbias: its "partial matrix" is dbias, one
+// row, and needs no workspace.
 #include "proof.h"
 
 #include <algorithm>
@@ -41,10 +43,10 @@ public:
         {
             return mR.fail("main grid of " + std::to_string(blocks) + " blocks");
         }
-        if (static_cast<size_t>(mCells) * sizeof(float) > mPlan.workspace)
+        if (sumsInMain() ? mPlan.partialRows != 1 : static_cast<size_t>(mCells) * sizeof(float) > mPlan.workspace)
         {
             return mR.fail("partial matrix " + std::to_string(mCells) + " floats past the workspace of "
-                + std::to_string(mPlan.workspace) + " bytes");
+                + std::to_string(mPlan.workspace) + " bytes" + (sumsInMain() ? ", or not dbias" : ""));
         }
         for (int64_t b = 0; b < blocks && mR.ok(); ++b)
         {
@@ -75,6 +77,12 @@ public:
     }
 
 private:
+    bool sumsInMain() const
+    {
+        SumStage stages[2];
+        return sumStages(mPlan, stages) == 0;
+    }
+
     // dx element i written, its g summed into `cell`.
     void element(int64_t i, int64_t cell)
     {
@@ -400,7 +408,13 @@ private:
             }
         }
         auto place = [&](int64_t pk, int k, int nHead) {
-            element(blk.start + pk * vec + k, k < nHead ? headCell[pk] : tailCell[pk]);
+            int64_t const at = planesPackOffset(p, static_cast<int>(pk));
+            if (pk >= kPLANE_PACKS || (p.shape != PlanesShape::kCHANNELS && at != pk))
+            {
+                return mR.fail("planes pack " + std::to_string(pk) + " of a one-segment block lies at "
+                    + std::to_string(at));
+            }
+            element(blk.start + at * vec + k, k < nHead ? headCell[pk] : tailCell[pk]);
         };
         for (int t = 0; t < kTHREADS; ++t)
         {
@@ -466,6 +480,15 @@ private:
         int64_t const C = mPlan.channels;
         SumStage stages[2];
         int const count = sumStages(mPlan, stages);
+        if (count == 0)
+        {
+            // The main kernel wrote dbias: checkMain saw every channel's cell written once.
+            if (mPlan.kind != FusedKind::kPLANES || mPlan.planes.shape != PlanesShape::kCHANNELS)
+            {
+                mR.fail("no column sums after a main kernel that writes partial sums");
+            }
+            return;
+        }
         int64_t const wsFloats = static_cast<int64_t>(mPlan.workspace / sizeof(float));
         std::vector<uint8_t> written(wsFloats, 0); // workspace floats written so far
         for (int64_t cell = 0; cell < mCells; ++cell)

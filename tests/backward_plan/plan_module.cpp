@@ -51,6 +51,7 @@ char const* shapeName(PlanesShape s)
     case PlanesShape::kSAMPLES: return "samples";
     case PlanesShape::kPLANES: return "planes";
     case PlanesShape::kSPLIT: return "split";
+    case PlanesShape::kCHANNELS: return "channels";
     }
     return "unknown";
 }
@@ -104,6 +105,8 @@ py::dict planDict(FusedPlan const& p)
         s["slots"] = q.slots;
         s["lanes"] = q.lanes;
         s["inner_divisor"] = q.byInner.d;
+        s["segment_packs"] = q.bySegment.d;
+        s["sample_packs"] = q.samplePacks;
         d["planes"] = s;
     }
     return d;
