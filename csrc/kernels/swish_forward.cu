@@ -77,15 +77,16 @@ __device__ __forceinline__ BiasRaw<T, kVEC, kMODE> biasLoad(T const* __restrict_
     return raw;
 }
 
-// The bias of each of this thread's packs (a pack past the end takes the last pack's).
-template <typename T, int kVEC, Mode kMODE, int kT, int kPPT, bool kNARROW>
+// The bias of each of this thread's packs (a pack past the end takes the last pack's); kIDX32: pack indices in 32
+// bits, kNARROW: lookups in 32 bits.
+template <typename T, int kVEC, Mode kMODE, int kT, int kPPT, bool kIDX32, bool kNARROW>
 __device__ __forceinline__ void biasLoads(T const* __restrict__ bias, int64_t nPacks, FwdParams const& prm,
     BiasRaw<T, kVEC, kMODE> (&raw)[kPPT])
 {
 #pragma unroll
     for (int u = 0; u < kPPT; ++u)
     {
-        int64_t const p = fwdLoadPack<kNARROW>(fwdPack<kNARROW>(blockIdx.x, threadIdx.x, u, kT, kPPT), nPacks);
+        int64_t const p = fwdLoadPack<kIDX32>(fwdPack<kIDX32>(blockIdx.x, threadIdx.x, u, kT, kPPT), nPacks);
         raw[u] = biasLoad<T, kVEC, kMODE, kNARROW>(bias, fwdElement(prm, p, kVEC), p, prm);
     }
 }
@@ -130,9 +131,10 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     T* __restrict__ y, int64_t nPacks, FwdParams prm)
 {
     using P = Pack<T, kVEC>;
-    // A narrow launch of a dividing mode also takes its pack indices in 32 bits: less index math ahead of the bias
-    // loads (performance notes).
-    constexpr bool kN32 = fwdDividesPerPack(kMODE) && !kWIDE;
+    // A narrow launch of a dividing mode divides in 32 bits; with two packs a thread it also takes its pack indices
+    // in 32 bits (less index math ahead of the bias loads; with one pack a thread that cost time: performance notes).
+    constexpr bool kNARROW = fwdDividesPerPack(kMODE) && !kWIDE;
+    constexpr bool kN32 = kNARROW && kPPT == 2;
     P in[kPPT];
 #pragma unroll
     for (int u = 0; u < kPPT; ++u)
@@ -154,7 +156,7 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     BiasRaw<T, kVEC, kMODE> raw[kPPT];
     if constexpr (fwdBiasPerPack(kMODE))
     {
-        biasLoads<T, kVEC, kMODE, kT, kPPT, kN32>(bias, nPacks, prm, raw);
+        biasLoads<T, kVEC, kMODE, kT, kPPT, kN32, kNARROW>(bias, nPacks, prm, raw);
     }
     float const scalarBias = kMODE == Mode::kSCALAR ? Cvt<T>::toF(bias[0]) : 0.0f;
     // kLAST_FIXED: C / kVEC divides kT, so all of this thread's packs have the same channels, and as kT is a power

@@ -157,7 +157,8 @@ TORCHTRT_SWISH_HOST_DEVICE bool fwdNarrow(FwdParams const& prm, int64_t nPacks, 
     return prm.offset + nPacks * vec <= int64_t{0xffffffff};
 }
 
-//! Whether a launch's kernel takes its pack indices and bias lookups in 32 bits: a dividing mode, narrow.
+//! Whether a launch's kernel takes its bias lookups (and, two packs a thread, its pack indices) in 32 bits: a
+//! dividing mode, narrow.
 TORCHTRT_SWISH_HOST_DEVICE bool fwd32BitLaunch(FwdLaunch const& l)
 {
     return fwdDividesPerPack(l.mode) && fwdNarrow(l.prm, l.nPacks, l.vec);
