@@ -154,8 +154,9 @@ def expected_planes(dtype, n, channels, inner, aligned=True, sms=H200_SMS):
             shape, slots, splits, block = "samples", channels, 1, block_planes * inner
             partial = ceil_div(n // inner, block_planes)
         elif k := channels_per_block(outer, channels, inner, vec, want, sms):
+            # A slot per plane (as "planes"), then k channel sums over the samples' planes.
             block_planes = outer * k
-            shape, slots, splits, block = "channels", k, 1, block_planes * inner
+            shape, slots, splits, block = "channels", block_planes, 1, block_planes * inner
             partial = 1
         elif plane_group * inner <= most and (plane_group * inner <= want or inner % vec):
             block_planes = max(plane_group, want // inner // plane_group * plane_group)
@@ -175,7 +176,8 @@ def expected_planes(dtype, n, channels, inner, aligned=True, sms=H200_SMS):
         # A block's packs in x: one run, or (channels) a segment of k planes from each sample, a sample apart.
         segment, stride = (k * inner // vec, sample // vec) if shape == "channels" else (PLANE_PACKS, PLANE_PACKS)
         return dict(vec=vec, shape=shape, slots=slots, splits=splits, block_elems=block, block_planes=block_planes,
-                    lanes=lanes, partial_rows=partial, segment_packs=segment, sample_packs=stride)
+                    lanes=lanes, partial_rows=partial, segment_packs=segment, sample_packs=stride,
+                    channels_per=k if shape == "channels" else 0)
     raise AssertionError("single elements always divide")
 
 
@@ -323,7 +325,7 @@ def test_blocks_of_whole_channels_need_one_round_and_a_block_per_sm(bp):
     # that is too few blocks, so 4 channels (288 blocks).
     assert shape_of("float32", (2, 1152, 7, 7)) == ("channels", 0, 144)
     got = check_plan(bp, "float32", 2 * 1152 * 49, 1152, 49, sms=160)
-    assert (got["planes"]["shape"], got["planes"]["slots"]) == ("channels", 4)
+    assert (got["planes"]["shape"], got["planes"]["channels_per"]) == ("channels", 4)
     for dtype in ("float16", "bfloat16"):  # 7x7 planes in eights: 144 blocks
         assert shape_of(dtype, (8, 1152, 7, 7)) == ("channels", 0, 144)
 
@@ -505,7 +507,7 @@ def test_plans_over_a_sweep_match_the_rules_and_cover_the_tensor(bp):
                         assert p["block_planes"] % channels == 0
                     if p["shape"] == "channels":
                         # Every block alike: k whole channels of each of the n / (channels * inner) samples.
-                        k = p["slots"]
+                        k = p["channels_per"]
                         assert channels % k == 0 and got["blocks"] == channels // k >= H200_SMS
                         assert p["block_planes"] == n // (channels * inner) * k and got["partial_rows"] == 1
                         assert p["segment_packs"] * vec == k * inner and p["sample_packs"] * vec == channels * inner

@@ -168,7 +168,7 @@ TORCHTRT_SWISH_HOST_DEVICE PlanesBlock planesBlock(PlanesPlan const& p, uint32_t
     }
     else if (p.shape == PlanesShape::kCHANNELS)
     {
-        k.start = static_cast<int64_t>(b) * p.slots * p.inner; // channel b * slots of sample 0
+        k.start = static_cast<int64_t>(b) * p.channelsPer * p.inner; // channel b * k of sample 0
         k.len = p.blockElems;
         k.planes = p.blockPlanes;
     }
@@ -248,13 +248,29 @@ TORCHTRT_SWISH_HOST_DEVICE int64_t planesSplitCell(PlanesPlan const& p, uint32_t
     return (static_cast<int64_t>(o) * p.splits + piece) * p.channels + c;
 }
 
-//! kSAMPLES, kPLANES, kCHANNELS: the partial cell of slot w of block b (kSAMPLES: row b, channel w; kPLANES: plane
-//! b * blockPlanes + w, i.e. row o, channel c; kCHANNELS: channel b * slots + w, an element of dbias), or -1 for a
-//! slot past the block's planes.
+//! kSAMPLES, kPLANES: the partial cell of slot w of block b (kSAMPLES: row b, channel w; kPLANES: plane
+//! b * blockPlanes + w, i.e. row o, channel c), or -1 for a slot past the block's planes. kCHANNELS: the shared word
+//! of plane w's sum (planesChannelWord), or -1.
 TORCHTRT_SWISH_HOST_DEVICE int64_t planesSlotCell(PlanesPlan const& p, uint32_t b, int w, int64_t blockPlanes)
 {
-    bool const written = w < p.slots && (p.shape != PlanesShape::kPLANES || w < blockPlanes);
+    bool const written = w < p.slots && (p.shape == PlanesShape::kSAMPLES || w < blockPlanes);
+    if (p.shape == PlanesShape::kCHANNELS)
+    {
+        return written ? w : -1;
+    }
     return written ? static_cast<int64_t>(b) * p.slots + w : -1;
+}
+
+//! kCHANNELS: the shared word of sample o's plane of the block's channel t (planes run sample by sample, k each),
+//! which thread t adds in sample order for dbias[planesChannelCell(b, t)].
+TORCHTRT_SWISH_HOST_DEVICE int64_t planesChannelWord(PlanesPlan const& p, int t, int64_t o)
+{
+    return o * p.channelsPer + t;
+}
+
+TORCHTRT_SWISH_HOST_DEVICE int64_t planesChannelCell(PlanesPlan const& p, uint32_t b, int t)
+{
+    return static_cast<int64_t>(b) * p.channelsPer + t;
 }
 
 // ---------------------------------------------------------------------------------------------------- column sums

@@ -56,8 +56,8 @@ struct ColsPlan
 //   kSAMPLES:  m whole samples ([C, inner] each): C sums per block, partial[block][c] (small planes: few partials);
 //   kPLANES:   k whole planes: one sum per plane, at its plane index, i.e. partial[o][c];
 //   kSPLIT:    planes longer than a block, split in `splits` pieces: partial[o * splits + s][c];
-//   kCHANNELS: k whole channels of every sample (k planes from each sample, one run per sample): k sums, dbias
-//              itself, so no column sums follow.
+//   kCHANNELS: k whole channels of every sample (k planes from each sample, one run per sample): a sum per plane
+//              in shared memory, then per channel over the samples into dbias itself, so no column sums follow.
 enum class PlanesShape : int { kSAMPLES, kPLANES, kSPLIT, kCHANNELS };
 
 struct PlanesPlan
@@ -69,12 +69,13 @@ struct PlanesPlan
     int64_t blockElems;  // elements per block (the last one may have fewer)
     int64_t blockPlanes; // kSAMPLES, kPLANES: whole planes per block
     int64_t splits;      // kSPLIT: blocks per plane
-    int32_t slots;       // kSAMPLES: C; kPLANES: blockPlanes
+    int32_t slots;       // kSAMPLES: C; kPLANES, kCHANNELS: blockPlanes
     int32_t lanes;       // threads per slot in the block's reduction (a power of two <= 32)
     PlanesShape shape;
     FastDiv byInner;     // block-local element -> block-local plane
     FastDiv bySegment;   // block-local pack -> segment (kCHANNELS: a block's packs of one sample; else one segment)
     int64_t samplePacks; // packs from one segment's start to the next's (kCHANNELS: a sample)
+    int32_t channelsPer; // kCHANNELS: channels per block (k)
 };
 
 enum class FusedKind : int { kNONE, kROWS, kCOLS, kPLANES };
@@ -207,7 +208,8 @@ inline void planPlanes(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, 
         {
             p.shape = PlanesShape::kCHANNELS;
             p.blockPlanes = outer * k;
-            p.slots = static_cast<int32_t>(k);
+            p.slots = static_cast<int32_t>(p.blockPlanes); // a plane each, as kPLANES: every lane busy
+            p.channelsPer = static_cast<int32_t>(k);
             p.bySegment = FastDiv::make(k * inner / vec);
             p.samplePacks = sample / vec;
         }

@@ -13,7 +13,8 @@
 //   kSAMPLES: m whole samples ([C, inner] each): C sums per block, partial[block][c] (small planes: few partials);
 //   kPLANES:  k whole planes: one sum per plane, at its plane index, i.e. partial[o][c];
 //   kSPLIT:   planes longer than a block, split in `splits` pieces: partial[o * splits + s][c];
-//   kCHANNELS: k whole channels of every sample (a segment of k planes per sample): dbias[c] itself.
+//   kCHANNELS: k whole channels of every sample (a segment of k planes per sample): plane sums in shared memory,
+//              then dbias[c] itself, each channel's planes added in sample order.
 #include "swish_backward_fused.cuh"
 #include "swish_backward_index.h"
 
@@ -28,6 +29,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
     allowDependentLaunch();
     __shared__ float head[kPLANE_PACKS];
     __shared__ float tail[kPLANE_PACKS];
+    __shared__ float planeSums[kPLANE_PACKS]; // kCHANNELS: a sum per plane of the block (blockPlanes <= its packs)
     using P = Pack<T, kVEC>;
     uint32_t const b = fromTheEnd();
     int const t = static_cast<int>(threadIdx.x);
@@ -140,7 +142,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
         return;
     }
     __syncthreads();
-    // Slot w (a channel in kSAMPLES and kCHANNELS, a plane in kPLANES) gathers its planes j = w, w + slots, ... in order; inside a
+    // Slot w (a channel in kSAMPLES, a plane in kPLANES and kCHANNELS) gathers its planes j = w, w + slots, ... in order; inside a
     // plane, lane l adds packs l, l + lanes, ...; then the lanes are added by an xor tree. All threads run the same
     // number of rounds so that every shuffle has the whole warp.
     int const lanes = plan.lanes;
@@ -171,12 +173,25 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
         {
             if (plan.shape == PlanesShape::kCHANNELS)
             {
-                dbias[cell] = Cvt<T>::fromF(acc);
+                planeSums[cell] = acc;
             }
             else
             {
                 partial[cell] = acc;
             }
+        }
+    }
+    if (plan.shape == PlanesShape::kCHANNELS)
+    {
+        __syncthreads();
+        if (t < plan.channelsPer)
+        {
+            float s = 0.0f;
+            for (int64_t o = 0, j = t; j < localPlanes; j = planesChannelWord(plan, t, ++o))
+            {
+                s += planeSums[j];
+            }
+            dbias[planesChannelCell(plan, b, t)] = Cvt<T>::fromF(s);
         }
     }
 }

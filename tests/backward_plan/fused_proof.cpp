@@ -356,6 +356,25 @@ private:
         }
         else
         {
+            // kCHANNELS: slots write plane sums to shared words, then thread t < k adds its channel's words into
+            // dbias; wordCell[word] is the dbias cell that word goes to.
+            bool const channels = p.shape == PlanesShape::kCHANNELS;
+            std::vector<int64_t> wordCell(kPLANE_PACKS, -1);
+            std::vector<uint8_t> wordWrites(kPLANE_PACKS, 0);
+            for (int t = 0; channels && t < kTHREADS && t < p.channelsPer; ++t)
+            {
+                int64_t const cell = planesChannelCell(p, b, t);
+                cellWrite(cell, "planes block (channel sum)");
+                for (int64_t o = 0, j = t; j < blk.planes; j = planesChannelWord(p, t, ++o))
+                {
+                    if (j < 0 || j >= kPLANE_PACKS || wordCell[j] >= 0)
+                    {
+                        return mR.fail("planes channel " + std::to_string(t) + " of block " + std::to_string(b)
+                            + " reads plane word " + std::to_string(j) + (j >= 0 && j < kPLANE_PACKS ? " twice" : ""));
+                    }
+                    wordCell[j] = cell;
+                }
+            }
             int const groups = kTHREADS / p.lanes;
             std::vector<uint8_t> slotWritten(static_cast<size_t>(p.slots), 0);
             for (int w0 = 0; w0 < p.slots; w0 += groups)
@@ -375,8 +394,21 @@ private:
                     }
                     if (lane == 0 && cell >= 0)
                     {
-                        cellWrite(cell, "planes block");
+                        if (!channels)
+                        {
+                            cellWrite(cell, "planes block");
+                        }
+                        else if (cell >= kPLANE_PACKS || ++wordWrites[cell] > 1)
+                        {
+                            return mR.fail("planes slot " + std::to_string(w) + " writes plane word "
+                                + std::to_string(cell) + (cell < kPLANE_PACKS ? " twice" : ""));
+                        }
                         slotWritten[static_cast<size_t>(w)] = 1;
+                    }
+                    int64_t const sumCell = channels && cell >= 0 ? wordCell[cell] : cell;
+                    if (channels && cell >= 0 && sumCell < 0)
+                    {
+                        return mR.fail("planes slot " + std::to_string(w) + "'s plane word no channel adds");
                     }
                     for (int64_t j = w; j < blk.planes; j += p.slots)
                     {
@@ -393,7 +425,7 @@ private:
                             {
                                 return mR.fail("planes pack " + std::to_string(pk) + " added twice");
                             }
-                            to = cell;
+                            to = sumCell;
                         }
                     }
                 }
@@ -404,6 +436,14 @@ private:
                 {
                     return mR.fail("planes slot " + std::to_string(w) + " of block " + std::to_string(b)
                         + " adds planes but writes no partial");
+                }
+            }
+            for (int j = 0; channels && j < kPLANE_PACKS; ++j)
+            {
+                if (wordCell[j] >= 0 && wordWrites[j] != 1)
+                {
+                    return mR.fail("planes channel sum of block " + std::to_string(b) + " reads plane word "
+                        + std::to_string(j) + ", which no slot writes");
                 }
             }
         }

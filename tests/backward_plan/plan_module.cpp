@@ -107,6 +107,7 @@ py::dict planDict(FusedPlan const& p)
         s["inner_divisor"] = q.byInner.d;
         s["segment_packs"] = q.bySegment.d;
         s["sample_packs"] = q.samplePacks;
+        s["channels_per"] = q.channelsPer;
         d["planes"] = s;
     }
     return d;
