@@ -7,10 +7,10 @@
 //
 // Every block of the main kernel writes fp32 partial sums of g to a workspace laid out as a matrix partial[R][C]
 // (C = bias elements), and dbias[c] is the sum of column c, added in a fixed order (deterministic, no
-// floating-point atomics); a planes block that holds whole channels of every sample writes dbias itself. Three shapes of the main work, all views of x as [outer, C, inner]: "rows" (a scalar
-// bias: the tensor is one run), "planes" (inner > 1: per-channel on dim 1, blocks before the last dim) and "columns"
-// (inner == 1: per-channel on the last dim, full, trailing blocks; and short planes of fp16/bf16 as groups of
-// columns, planGroupedCols).
+// floating-point atomics); a planes block that holds whole channels of every sample writes dbias itself. Three
+// shapes of the main work, all views of x as [outer, C, inner]: "rows" (a scalar bias: the tensor is one run),
+// "planes" (inner > 1: per-channel on dim 1, blocks before the last dim) and "columns" (inner == 1: per-channel on
+// the last dim, full, trailing blocks; and short planes of fp16/bf16 as groups of columns, planGroupedCols).
 #pragma once
 
 #include <algorithm>
@@ -67,7 +67,7 @@ struct PlanesPlan
     int64_t channels;
     int64_t planes;      // n / inner
     int64_t blockElems;  // elements per block (the last one may have fewer)
-    int64_t blockPlanes; // kSAMPLES, kPLANES: whole planes per block
+    int64_t blockPlanes; // kSAMPLES, kPLANES, kCHANNELS: whole planes per block
     int64_t splits;      // kSPLIT: blocks per plane
     int32_t slots;       // kSAMPLES: C; kPLANES, kCHANNELS: blockPlanes
     int32_t lanes;       // threads per slot in the block's reduction (a power of two <= 32)
@@ -152,8 +152,8 @@ inline bool planGroupedCols(FusedPlan& plan, int64_t n, BiasSpec spec, bool alig
 }
 
 // kCHANNELS: channels per block, or 0 where the shape does not apply. A block takes k channels of every sample in one
-// round of loads, so it adds whole channels and writes dbias, with no partial matrix and no column-sum launch (the
-// second kernel was most of a small tensor's backward). It needs whole packs per sample and per k planes (k a
+// round of loads, so it adds whole channels and writes dbias, with no partial matrix and no column-sum launch
+// (measured on [8,1152,7,7]: docs/performance-notes.md). It needs whole packs per sample and per k planes (k a
 // multiple of planeGroup dividing C: every block alike), k channels of all samples within one block, and at least a
 // block per SM; k grows towards the block size wanted.
 inline int64_t channelsPerBlock(int64_t outer, BiasSpec spec, int64_t vec, int64_t want, int64_t most, int sms)

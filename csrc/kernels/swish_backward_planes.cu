@@ -142,9 +142,9 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
         return;
     }
     __syncthreads();
-    // Slot w (a channel in kSAMPLES, a plane in kPLANES and kCHANNELS) gathers its planes j = w, w + slots, ... in order; inside a
-    // plane, lane l adds packs l, l + lanes, ...; then the lanes are added by an xor tree. All threads run the same
-    // number of rounds so that every shuffle has the whole warp.
+    // Slot w (a channel in kSAMPLES, a plane in kPLANES and kCHANNELS) gathers its planes j = w, w + slots, ... in
+    // order; inside a plane, lane l adds packs l, l + lanes, ...; then the lanes are added by an xor tree. All threads
+    // run the same number of rounds so that every shuffle has the whole warp.
     int const lanes = plan.lanes;
     int const lane = planesLane(plan, t);
     int const groups = kTHREADS / lanes;
@@ -202,7 +202,8 @@ template <typename T>
 void launchPlanesKernel(MainLaunch<T> const& l)
 {
     byPackWidth(l, [&](auto v) {
-        swishBackwardPlanesKernel<T, decltype(v)::value><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx, l.plan.planes, l.partial, l.dbias);
+        swishBackwardPlanesKernel<T, decltype(v)::value><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx,
+            l.plan.planes, l.partial, l.dbias);
     });
 }
 
