@@ -127,13 +127,13 @@ def channels_per_block(outer, channels, inner, vec, want, sms) -> int:
     """Blocks of whole channels (every sample's plane of each), which write dbias and need no column sums: whole packs
     per sample and per block's planes of a sample, all samples of the fewest such channels within one block of
     PLANE_PACKS packs, and at least one block per SM; the most channels, dividing C, whose elements stay within the
-    block size wanted. 0: not this shape."""
+    block size wanted, and no more than a block has threads (a thread adds each channel). 0: not this shape."""
     group = vec // math.gcd(inner, vec)
     column = outer * inner
     if (channels * inner) % vec or channels % group or group * column > PLANE_PACKS * vec or channels // group < sms:
         return 0
     fits = [k for k in range(group, channels + 1, group)
-            if channels % k == 0 and channels // k >= sms and (k == group or k * column <= want)]
+            if channels % k == 0 and channels // k >= sms and (k == group or k * column <= want and k <= THREADS)]
     return max(fits)
 
 
@@ -328,6 +328,12 @@ def test_blocks_of_whole_channels_need_one_round_and_a_block_per_sm(bp):
     assert (got["planes"]["shape"], got["planes"]["channels_per"]) == ("channels", 4)
     for dtype in ("float16", "bfloat16"):  # 7x7 planes in eights: 144 blocks
         assert shape_of(dtype, (8, 1152, 7, 7)) == ("channels", 0, 144)
+    # One channel per thread at the most: [1, 8646, 2] on 16 SMs wants 270 channels a block; 262 divides C, but a
+    # block has 256 threads, so 131. [1, 2^20, 2]: 512 wanted, 256 taken.
+    got = check_plan(bp, "float32", 8646 * 2, 8646, 2, sms=16)
+    assert (got["planes"]["shape"], got["planes"]["channels_per"]) == ("channels", 131)
+    got = check_plan(bp, "float32", 1 << 21, 1 << 20, 2)
+    assert (got["planes"]["shape"], got["planes"]["channels_per"]) == ("channels", 256)
 
 
 def test_fp32_planes_never_group(bp):
@@ -543,6 +549,7 @@ BOUNDARY_RUNS = [
     ("float32", (8, 528, 7, 7), (528, 1, 1), ("planes", "channels", 0)),  # a block per SM ...
     ("float32", (8, 524, 7, 7), (524, 1, 1), ("planes", "planes", 1)),  # ... not with 131 blocks
     ("bfloat16", (8, 1152, 7, 7), (1152, 1, 1), ("planes", "channels", 0)),
+    ("float32", (1, 1 << 20, 2), (1 << 20, 1), ("planes", "channels", 0)),  # 512 channels wanted a block, 256 taken
 ]
 
 

@@ -143,6 +143,19 @@ def test_per_channel_planes_every_plane_size(bp):
     assert count > 10000, count
 
 
+def test_blocks_of_whole_channels_with_many_channels(bp):
+    """Blocks of whole channels where C is large and the planes short, so that a block could want more channels than
+    it has threads (a thread adds each channel into dbias): batch 1 to 3 of 2-, 4-, 9- and 49-element planes with
+    thousands to a million channels, on every SM count."""
+    raw = []
+    for channels, inner in ((8646, 2), (67848, 4), (69696, 9), (1 << 20, 2), (4112, 49), (30000, 4)):
+        for batch in (1, 2, 3):
+            for d, a, s in _every(sms=(16, 132)):
+                raw.append((d, batch * channels * inner, channels, inner, a, s))
+    families, count = _prove(bp, raw)
+    assert "planes_channels" in families, families
+
+
 def test_issue_shapes_and_a_random_sample(bp):
     """The grouped-columns shapes whose last tile was partial ([64,130,4,4], [16,257,2,4], [64,65,4,8], [9,257,8]
     on dim 1), and random shapes of every bias kind (block biases over several dims included)."""

@@ -155,7 +155,7 @@ inline bool planGroupedCols(FusedPlan& plan, int64_t n, BiasSpec spec, bool alig
 // round of loads, so it adds whole channels and writes dbias, with no partial matrix and no column-sum launch
 // (measured on [8,1152,7,7]: docs/performance-notes.md). It needs whole packs per sample and per k planes (k a
 // multiple of planeGroup dividing C: every block alike), k channels of all samples within one block, and at least a
-// block per SM; k grows towards the block size wanted.
+// block per SM; k grows towards the block size wanted, to one channel per thread at the most (a thread adds each).
 inline int64_t channelsPerBlock(int64_t outer, BiasSpec spec, int64_t vec, int64_t want, int64_t most, int sms)
 {
     int64_t const planeGroup = vec / std::gcd(spec.inner, vec);
@@ -165,7 +165,7 @@ inline int64_t channelsPerBlock(int64_t outer, BiasSpec spec, int64_t vec, int64
     {
         return 0;
     }
-    int64_t k = std::max(planeGroup, want / column / planeGroup * planeGroup);
+    int64_t k = std::max(planeGroup, std::min<int64_t>(want / column, kTHREADS) / planeGroup * planeGroup);
     while (spec.channels % k != 0 || spec.channels / k < sms)
     {
         k -= planeGroup;
