@@ -359,8 +359,8 @@ private:
             // kCHANNELS: slots write plane sums to shared words, then thread t < k adds its channel's words into
             // dbias; wordCell[word] is the dbias cell that word goes to.
             bool const channels = p.shape == PlanesShape::kCHANNELS;
-            std::vector<int64_t> wordCell(kPLANE_PACKS, -1);
-            std::vector<uint8_t> wordWrites(kPLANE_PACKS, 0);
+            std::vector<int64_t> wordCell(channels ? kPLANE_PACKS : 0, -1); // empty for the other shapes: per block
+            std::vector<uint8_t> wordWrites(wordCell.size(), 0);
             for (int t = 0; channels && t < kTHREADS && t < p.channelsPer; ++t)
             {
                 int64_t const cell = planesChannelCell(p, b, t);
