@@ -93,6 +93,40 @@ def test_enqueue_special_values_bit_identical(h, creator, tt, dtype):
         assert torch.equal(bits(torch, y), bits(torch, ts.swish(x, bias)))
 
 
+# (x shape, bias shape): launches whose last block has threads past the last pack (a store without its bound would
+# write there): two packs a thread in a dividing mode (last-dim vector, dim-1 uniform) and in a guarded one (scalar),
+# one pack a thread with an element-wise tail (periodic), 8-byte half packs (dim-1).
+PAST_END_CASES = [((87_400, 24), (24,)), ((3, 5, 139_816), (5, 1)), ((2_097_160,), ()), ((13, 1031), (1031,)),
+                  ((3, 16, 8, 9), (16, 1, 1))]
+
+
+@_apply(cuda)
+@pytest.mark.parametrize("dtype", GPU_DTYPES)
+@pytest.mark.parametrize("shape, bias_shape", PAST_END_CASES, ids=[str(s) for s, _ in PAST_END_CASES])
+def test_enqueue_writes_nothing_past_the_output(h, creator, tt, dtype, shape, bias_shape):
+    """y is the head of a larger buffer of a NaN pattern: the op's bits in y, the pattern untouched after it."""
+    torch, ts = tt
+    dt = _tdtype(torch, dtype)
+    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(repr((shape, dtype)).encode()))
+    x = (torch.randn(shape, generator=gen, device="cuda") * 4).to(dt)
+    bias = torch.randn(bias_shape, generator=gen, device="cuda").to(dt)
+    n = x.numel()
+    buf = torch.empty(n + 8192, device="cuda", dtype=dt)
+    pattern = 0x7FC0_5A5A if buf.element_size() == 4 else 0x7FDA  # NaNs
+    bits(torch, buf).fill_(pattern)
+    stream = torch.cuda.Stream()
+    ins = [h.TensorDesc(dtype, list(x.shape)), h.TensorDesc(dtype, list(bias.shape))]
+    outs = [h.TensorDesc(dtype, list(x.shape))]
+    plugin = make(creator)
+    assert plugin.on_shape_change(ins, outs) == 0
+    stream.wait_stream(torch.cuda.current_stream())
+    assert plugin.enqueue(ins, outs, [x.data_ptr(), bias.data_ptr()], [buf.data_ptr()], 0, stream.cuda_stream) == 0
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    assert torch.equal(bits(torch, buf[:n]), bits(torch, ts.swish(x, bias).reshape(-1)))
+    assert bool((bits(torch, buf[n:]) == pattern).all()), "the kernel wrote past the output"
+
+
 @_apply(cuda)
 @pytest.mark.parametrize("dtype", GPU_DTYPES)
 def test_enqueue_misaligned_views(h, creator, tt, dtype):
