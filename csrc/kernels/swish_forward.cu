@@ -135,6 +135,11 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     // in 32 bits (less index math ahead of the bias loads; with one pack a thread that cost time: performance notes).
     constexpr bool kNARROW = fwdDividesPerPack(kMODE) && !kWIDE;
     constexpr bool kN32 = kNARROW && kPPT == 2;
+    // Packs computed even past the end (their loads unguarded, below) and packs computed only within it: one pack a
+    // thread, and two in the dividing modes, measured faster unguarded; the other two-pack kernels guarded
+    // (performance notes). Only the store checks the bound.
+    constexpr bool kMATH_UNGUARDED = kPPT == 1 || fwdDividesPerPack(kMODE);
+    static_assert(!kMATH_UNGUARDED || kPPT == 1 || fwdBiasPerPack(kMODE), "unguarded math needs unguarded loads");
     P in[kPPT];
 #pragma unroll
     for (int u = 0; u < kPPT; ++u)
@@ -188,10 +193,7 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     for (int u = 0; u < kPPT; ++u)
     {
         int64_t const p = fwdPack<kN32>(blockIdx.x, threadIdx.x, u, kT, kPPT);
-        // One pack a thread, and two in the dividing modes: the math runs unguarded (those loads are unguarded, so a
-        // thread past the end recomputes the last pack) and only the store checks the bound, which measured faster;
-        // the other two-pack kernels measured faster guarded (performance notes).
-        if (kPPT == 1 || fwdDividesPerPack(kMODE) || p < nPacks)
+        if (kMATH_UNGUARDED || p < nPacks)
         {
             float v[kVEC];
             float b[kVEC];
