@@ -29,6 +29,11 @@ FINAL_THREADS = 1024  # most threads of a column-sum block
 SUM_LANE_ROWS = 4  # rows per column-sum thread that a one-stage sum aims for
 SUM_MAX_LANE_ROWS = 8  # past this many rows per column-sum thread: two stages
 SUM_SLICE_LANE_ROWS = 4  # rows per thread in the first of two stages
+CHANNEL_ELEMS = 16  # elements a thread of the channels kernel loads (of x and of g)
+CHANNEL_THREADS = 1024  # most threads per channel
+CHANNEL_BLOCK = 128  # fewest threads per block of the channels kernel
+CHANNELS_MOST = 1 << 22  # most elements of a tensor the channels kernel takes
+CHANNELS_FEWEST = 16  # fewest channels it takes
 H200_SMS = 132
 
 PACK = {"float32": 4, "float16": 8, "bfloat16": 8}  # elements of one 16-byte pack
@@ -65,14 +70,17 @@ def pow2_at_least(v: int, cap: int) -> int:
 
 def expected_kind(dtype, n, channels, inner, aligned=True) -> str:
     """Which kernel a layout takes: a scalar bias is one run (rows); a bias per element of the last dim is columns;
-    short fp16/bf16 planes whose packs and tiles line up are grouped columns; other planes the planes kernel."""
+    short fp16/bf16 planes whose packs and tiles line up are grouped columns; small tensors of enough channels whose
+    columns fit one round of a group take the channels kernel; other planes the planes kernel."""
     if n <= 0 or n % (channels * inner):
         return "none"
     if channels == 1:
         return "rows"
     if inner == 1:
         return "cols"
-    return "cols" if grouped_cols_apply(dtype, n, channels, inner, aligned) else "planes"
+    if grouped_cols_apply(dtype, n, channels, inner, aligned):
+        return "cols"
+    return "channels" if expected_channels(dtype, n, channels, inner, aligned) else "planes"
 
 
 def col_tile_packs(packs_per_row: int) -> int:
@@ -123,18 +131,26 @@ def expected_cols(dtype, n, row_len, group, aligned=True, sms=H200_SMS):
                 partial_rows=chunks)
 
 
-def channels_per_block(outer, channels, inner, vec, want, sms) -> int:
-    """Blocks of whole channels (every sample's plane of each), which write dbias and need no column sums: whole packs
-    per sample and per block's planes of a sample, all samples of the fewest such channels within one block of
-    PLANE_PACKS packs, and at least one block per SM; the most channels, dividing C, whose elements stay within the
-    block size wanted, and no more than a block has threads (a thread adds each channel). 0: not this shape."""
-    group = vec // math.gcd(inner, vec)
-    column = outer * inner
-    if (channels * inner) % vec or channels % group or group * column > PLANE_PACKS * vec or channels // group < sms:
-        return 0
-    fits = [k for k in range(group, channels + 1, group)
-            if channels % k == 0 and channels // k >= sms and (k == group or k * column <= want and k <= THREADS)]
-    return max(fits)
+def expected_channels(dtype, n, channels, inner, aligned=True):
+    """Channels plan, or None: at most CHANNELS_MOST elements and at least CHANNELS_FEWEST channels; the widest
+    power-of-two pack up to 16 bytes that divides a plane (when aligned); the fewest threads per channel, a power of
+    two from one warp, whose CHANNEL_ELEMS elements each hold the channel's column in one round, CHANNEL_THREADS at
+    the most; blocks of one group, or of CHANNEL_BLOCK threads."""
+    if n > CHANNELS_MOST or channels < CHANNELS_FEWEST:
+        return None
+    vec = PACK[dtype] if aligned else 1
+    while inner % vec:
+        vec //= 2
+    per = CHANNEL_ELEMS // vec
+    column = n // channels // vec
+    threads = 32
+    while threads * per < column and threads < CHANNEL_THREADS:
+        threads *= 2
+    if threads * per < column:
+        return None
+    block = max(threads, CHANNEL_BLOCK)
+    return dict(vec=vec, inner_packs=inner // vec, column_packs=column, threads=threads, block_threads=block,
+                partial_rows=1, blocks=ceil_div(channels, block // threads))
 
 
 def expected_planes(dtype, n, channels, inner, aligned=True, sms=H200_SMS):
@@ -153,11 +169,6 @@ def expected_planes(dtype, n, channels, inner, aligned=True, sms=H200_SMS):
             block_planes = want // sample // sample_group * sample_group * channels
             shape, slots, splits, block = "samples", channels, 1, block_planes * inner
             partial = ceil_div(n // inner, block_planes)
-        elif k := channels_per_block(outer, channels, inner, vec, want, sms):
-            # A slot per plane (as "planes"), then k channel sums over the samples' planes.
-            block_planes = outer * k
-            shape, slots, splits, block = "channels", block_planes, 1, block_planes * inner
-            partial = 1
         elif plane_group * inner <= most and (plane_group * inner <= want or inner % vec):
             block_planes = max(plane_group, want // inner // plane_group * plane_group)
             shape, slots, splits, block = "planes", block_planes, 1, block_planes * inner
@@ -173,11 +184,8 @@ def expected_planes(dtype, n, channels, inner, aligned=True, sms=H200_SMS):
         lanes = 1
         while lanes < 32 and lanes * 2 * slots <= THREADS and lanes < inner // vec + 1:
             lanes *= 2
-        # A block's packs in x: one run, or (channels) a segment of k planes from each sample, a sample apart.
-        segment, stride = (k * inner // vec, sample // vec) if shape == "channels" else (PLANE_PACKS, PLANE_PACKS)
         return dict(vec=vec, shape=shape, slots=slots, splits=splits, block_elems=block, block_planes=block_planes,
-                    lanes=lanes, partial_rows=partial, segment_packs=segment, sample_packs=stride,
-                    channels_per=k if shape == "channels" else 0)
+                    lanes=lanes, partial_rows=partial)
     raise AssertionError("single elements always divide")
 
 
@@ -192,7 +200,7 @@ def sum_launch(rows: int, channels: int, lane_rows: int) -> tuple[int, int]:
 def expected_sums(partial_rows: int, channels: int, in_main: bool = False):
     """Column sums: one stage of about SUM_LANE_ROWS rows per thread; two stages when even the widest block would give
     a thread more than SUM_MAX_LANE_ROWS rows. Workspace: the partial matrix, plus the first stage's
-    [slices][channels] result. Blocks of whole channels (in_main) write dbias: no stage, no workspace."""
+    [slices][channels] result. The channels kernel (in_main) writes dbias: no stage, no workspace."""
     if in_main:
         return dict(sum_slices=0, workspace=0)
     cols_per, threads = sum_launch(partial_rows, channels, SUM_LANE_ROWS)
@@ -236,12 +244,15 @@ def check_plan(bp, dtype, n, channels, inner, aligned=True, sms=H200_SMS):
         want = expected_cols(dtype, n, channels * inner, group, aligned, sms)
         part = got["cols"]
         assert got["blocks"] == part["row_chunks"] * part["tiles"]
+    elif kind == "channels":
+        want = expected_channels(dtype, n, channels, inner, aligned)
+        part = {**got["channels_plan"], "blocks": got["blocks"]}
     else:
         want = expected_planes(dtype, n, channels, inner, aligned, sms)
         part = got["planes"]
     merged = {**part, "vec": got["vec"], "partial_rows": got["partial_rows"]}
     assert {k: merged[k] for k in want} == want, (dtype, n, channels, inner, got)
-    sums = expected_sums(got["partial_rows"], channels, kind == "planes" and got["planes"]["shape"] == "channels")
+    sums = expected_sums(got["partial_rows"], channels, kind == "channels")
     assert got["sum_slices"] == sums["sum_slices"], got
     assert got["workspace"] == sums["workspace"], got
     assert got["workspace_bytes"] == max(sums["workspace"], 4)
@@ -255,16 +266,17 @@ def check_plan(bp, dtype, n, channels, inner, aligned=True, sms=H200_SMS):
     ((64, 256, 14, 14), "scalar", "rows"),
     ((8 * 1024, 2048), "last", "cols"),
     ((64, 256, 14, 14), "full", "cols"),
-    ((64, 64, 64, 64), "dim1", "planes"),  # 4096-element planes: too long to group
-    ((64, 256, 7, 7), "dim1", "planes"),  # 49 elements: not whole packs in any dtype
-    ((64, 256, 14, 14), "dim1", "planes"),  # 196 = 24.5 fp16 packs
-    ((64, 32, 8, 8), "dim1", None),  # 64-element planes: grouped columns in half types, planes in fp32
+    ((64, 64, 64, 64), "dim1", "planes"),  # 4096-element planes: too long to group, 2^24 elements
+    ((64, 256, 7, 7), "dim1", "channels"),  # 49 elements: 3136 a column, 256 threads a channel
+    ((64, 256, 14, 14), "dim1", "channels"),  # 12544 a column: 1024 threads a channel (8-byte half packs)
+    ((128, 256, 14, 14), "dim1", "planes"),  # 2^22 elements and more
+    ((64, 32, 8, 8), "dim1", None),  # 64-element planes: grouped columns in half types, channels in fp32
 ])
 def test_layouts_of_real_networks(bp, dtype, x_shape, layout, kind):
     """The layouts the benchmarks run get the kernel the planner's comments promise them."""
     channels, inner = spec_of(x_shape, layout)
     got = check_plan(bp, dtype, math.prod(x_shape), channels, inner)
-    assert got["kind"] == (kind or ("planes" if dtype == "float32" else "cols"))
+    assert got["kind"] == (kind or ("channels" if dtype == "float32" else "cols"))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -297,43 +309,51 @@ def test_grouped_columns_need_as_many_rows_as_a_block_steps_over(bp, dtype):
 
 @pytest.mark.parametrize("dtype", ("float16", "bfloat16"))
 def test_grouped_columns_need_tiles_of_whole_planes(bp, dtype):
-    """An 8-pack tile holds 64 elements: planes of 64 group, planes of 128 (twice a tile) go to the planes kernel,
-    and so do planes that are not whole packs (60) or x that is not 16-byte aligned."""
+    """An 8-pack tile holds 64 elements: planes of 64 group, planes of 128 (twice a tile) do not, nor do planes that
+    are not whole packs (60) or x that is not 16-byte aligned (the 60-element planes, whose 15360-element columns
+    fit one round, take the channels kernel; the others the planes kernel)."""
     n = 256 * 32 * 64 * 2
     assert check_plan(bp, dtype, n, 32, 64)["kind"] == "cols"
     assert check_plan(bp, dtype, n, 32, 128)["kind"] == "planes"
-    assert check_plan(bp, dtype, 256 * 32 * 60, 32, 60)["kind"] == "planes"
+    assert check_plan(bp, dtype, 256 * 32 * 60, 32, 60)["kind"] == "channels"
     assert check_plan(bp, dtype, n, 32, 64, aligned=False)["kind"] == "planes"
 
 
-def test_blocks_of_whole_channels_need_one_round_and_a_block_per_sm(bp):
-    """Blocks of whole channels (dbias written by the main kernel, no column sums) need the fewest such channels of
-    every sample within one block of PLANE_PACKS packs, and at least a block per SM: fp32 planes of 64 hold 64
-    samples (4096 elements) and not 65; 7x7 planes come in fours, so 528 channels are 132 blocks and 524 are not;
-    the block grows to the most channels dividing C within the size wanted."""
-    def shape_of(dtype, x_shape):
-        got = check_plan(bp, dtype, math.prod(x_shape), x_shape[1], math.prod(x_shape[2:]))
-        return got["planes"]["shape"], got["sum_slices"], got["blocks"]
+def test_channels_kernel_takes_small_tensors_whose_columns_fit_one_round(bp):
+    """The channels kernel (dbias written by the main kernel, no column sums) takes a tensor of at most 2^22 elements
+    and at least 16 channels whose column (a channel's plane of every sample) fits one round of at most 1024 threads,
+    16 elements each; its group is the fewest such threads from one warp, and one-warp groups share 128-thread
+    blocks. Each threshold on both sides."""
+    def plan_of(dtype, x_shape, aligned=True):
+        got = check_plan(bp, dtype, math.prod(x_shape), x_shape[1], math.prod(x_shape[2:]), aligned=aligned)
+        if got["kind"] != "channels":
+            return got["kind"], None, None
+        assert (got["sum_slices"], got["workspace"]) == (0, 0), got
+        return got["vec"], got["channels_plan"]["threads"], got["blocks"]
 
-    assert shape_of("float32", (64, 256, 8, 8)) == ("channels", 0, 256)
-    assert shape_of("float32", (65, 256, 8, 8))[0] != "channels"
-    assert shape_of("float32", (8, 528, 7, 7)) == ("channels", 0, 132)
-    assert shape_of("float32", (8, 524, 7, 7))[0] != "channels"
-    assert shape_of("float32", (20, 1152, 7, 7)) == ("channels", 0, 288)
-    assert shape_of("float32", (21, 1152, 7, 7))[0] != "channels"
-    # 2 samples of 49: the block size wanted is its floor, 1024 elements: 8 channels (784), 144 blocks; on 160 SMs
-    # that is too few blocks, so 4 channels (288 blocks).
-    assert shape_of("float32", (2, 1152, 7, 7)) == ("channels", 0, 144)
-    got = check_plan(bp, "float32", 2 * 1152 * 49, 1152, 49, sms=160)
-    assert (got["planes"]["shape"], got["planes"]["channels_per"]) == ("channels", 4)
-    for dtype in ("float16", "bfloat16"):  # 7x7 planes in eights: 144 blocks
-        assert shape_of(dtype, (8, 1152, 7, 7)) == ("channels", 0, 144)
-    # One channel per thread at the most: [1, 8646, 2] on 16 SMs wants 270 channels a block; 262 divides C, but a
-    # block has 256 threads, so 131. [1, 2^20, 2]: 512 wanted, 256 taken.
-    got = check_plan(bp, "float32", 8646 * 2, 8646, 2, sms=16)
-    assert (got["planes"]["shape"], got["planes"]["channels_per"]) == ("channels", 131)
-    got = check_plan(bp, "float32", 1 << 21, 1 << 20, 2)
-    assert (got["planes"]["shape"], got["planes"]["channels_per"]) == ("channels", 256)
+    # Columns of 4096 fp32 packs fill 1024 threads; 17 samples of 1024 elements do not fit.
+    assert plan_of("float32", (16, 16, 32, 32)) == (4, 1024, 16)
+    assert plan_of("float32", (17, 16, 32, 32))[0] == "planes"
+    # Single elements (7x7 planes): 334 samples are 16366 elements, 335 are 16415 > 16384.
+    assert plan_of("float32", (334, 16, 7, 7)) == (1, 1024, 16)
+    assert plan_of("float32", (335, 16, 7, 7))[0] == "planes"
+    # One warp holds 512 elements: 10 samples (490) in one warp, four channels a block; 11 (539) in two warps.
+    assert plan_of("float32", (10, 1152, 7, 7)) == (1, 32, 288)
+    assert plan_of("float32", (11, 1152, 7, 7)) == (1, 64, 576)
+    assert plan_of("float32", (8, 1152, 7, 7)) == (1, 32, 288)
+    # 2^22 elements at the most.
+    assert plan_of("float32", (64, 1024, 8, 8)) == (4, 256, 1024)
+    assert plan_of("float32", (65, 1024, 8, 8))[0] == "planes"
+    # 16 channels at the fewest.
+    assert plan_of("float32", (2, 16, 56, 56)) == (4, 512, 16)
+    assert plan_of("float32", (2, 15, 56, 56))[0] == "planes"
+    # The widest pack dividing a plane: 196 = 49 x 4 half elements (8-byte packs), 98 (4-byte), 49 (single); none
+    # on misaligned pointers.
+    assert plan_of("float16", (64, 256, 14, 14)) == (4, 1024, 256)
+    assert plan_of("bfloat16", (32, 256, 7, 14)) == (2, 256, 256)
+    assert plan_of("bfloat16", (8, 1152, 7, 7)) == (1, 32, 288)
+    assert plan_of("float16", (2, 16, 56, 56)) == (8, 512, 16)
+    assert plan_of("float16", (2, 16, 56, 56), aligned=False) == (1, 512, 16)
 
 
 def test_fp32_planes_never_group(bp):
@@ -413,8 +433,8 @@ def test_planes_fall_back_to_single_elements_when_no_pack_fits(bp, dtype):
     odd = PLANE_PACKS * vw + 1
     got = check_plan(bp, dtype, 2 * 3 * odd, 3, odd)
     assert (got["vec"], got["planes"]["shape"]) == (1, "split")
-    assert check_plan(bp, dtype, 64 * 16 * 49, 16, 49, aligned=False)["vec"] == 1
-    assert check_plan(bp, dtype, 64 * 16 * 49, 16, 49)["vec"] == vw
+    assert check_plan(bp, dtype, 64 * 15 * 49, 15, 49, aligned=False)["vec"] == 1
+    assert check_plan(bp, dtype, 64 * 15 * 49, 15, 49)["vec"] == vw
 
 
 # ------------------------------------------------------------------------------------ column sums and workspace
@@ -456,7 +476,7 @@ def test_column_sum_launch_shape(bp):
 def test_workspace_is_the_partial_matrix(bp, dtype):
     """Workspace = partial rows x bias elements x 4 bytes (fp32 sums) for every kind: [64, 256, 14, 14] with a
     dim-1 bias writes one partial row per sample-sized block; with a last-dim bias one per block of rows."""
-    got = check_plan(bp, dtype, 64 * 256 * 196, 256, 196)
+    got = check_plan(bp, dtype, 128 * 256 * 196, 256, 196)
     assert got["workspace_bytes"] == got["partial_rows"] * 256 * 4
     got = check_plan(bp, dtype, 8192 * 5632, 5632, 1)
     assert got["workspace_bytes"] == got["partial_rows"] * 5632 * 4
@@ -486,8 +506,8 @@ def test_plans_over_a_sweep_match_the_rules_and_cover_the_tensor(bp):
             seen.add((kind, got.get("planes", {}).get("shape")))
             assert kind != "none"
             vec = got["vec"]
-            in_main = got["sum_slices"] == 0  # blocks of whole channels write dbias: no partial matrix
-            assert in_main == (got.get("planes", {}).get("shape") == "channels")
+            in_main = got["sum_slices"] == 0  # the channels kernel writes dbias: no partial matrix
+            assert in_main == (kind == "channels")
             assert got["workspace"] >= (0 if in_main else got["partial_rows"] * channels * 4)
             if kind == "rows":
                 r = got["rows"]
@@ -498,6 +518,13 @@ def test_plans_over_a_sweep_match_the_rules_and_cover_the_tensor(bp):
                 assert c["packs_per_row"] * vec * c["rows"] == n
                 assert (c["row_chunks"] - 1) * c["rows_per_block"] < c["rows"] <= c["row_chunks"] * c["rows_per_block"]
                 assert c["rows_per_block"] % c["rows_per_step"] == 0 and c["tile_packs"] <= THREADS
+            elif kind == "channels":
+                c = got["channels_plan"]
+                assert c["inner_packs"] * vec == inner == c["inner_divisor"] * vec and got["partial_rows"] == 1
+                assert c["column_packs"] * vec * channels == n and n <= CHANNELS_MOST
+                assert c["column_packs"] <= c["threads"] * CHANNEL_ELEMS // vec
+                assert got["blocks"] * c["block_threads"] >= channels * c["threads"] > (got["blocks"] - 1) * c[
+                    "block_threads"]
             else:
                 p = got["planes"]
                 assert p["block_elems"] % vec == 0 and p["inner_divisor"] == inner
@@ -511,14 +538,8 @@ def test_plans_over_a_sweep_match_the_rules_and_cover_the_tensor(bp):
                     assert (got["blocks"] - 1) * p["block_elems"] < n <= got["blocks"] * p["block_elems"]
                     if p["shape"] == "samples":
                         assert p["block_planes"] % channels == 0
-                    if p["shape"] == "channels":
-                        # Every block alike: k whole channels of each of the n / (channels * inner) samples.
-                        k = p["channels_per"]
-                        assert channels % k == 0 and got["blocks"] == channels // k >= H200_SMS
-                        assert p["block_planes"] == n // (channels * inner) * k and got["partial_rows"] == 1
-                        assert p["segment_packs"] * vec == k * inner and p["sample_packs"] * vec == channels * inner
     assert seen >= {("rows", None), ("cols", None), ("planes", "samples"), ("planes", "planes"),
-                    ("planes", "split"), ("planes", "channels")}, seen
+                    ("planes", "split"), ("channels", None)}, seen
 
 
 def test_fast_div_gives_the_planes_kernel_exact_plane_indices(bp):
@@ -537,20 +558,32 @@ BOUNDARY_RUNS = [
     ("float16", (63, 4, 8), (4, 1), ("planes", "samples", 1)),  # grouped columns need 64 rows
     ("float16", (64, 4, 8), (4, 1), ("cols", None, 1)),
     ("bfloat16", (32, 32, 64), (32, 1), ("cols", None, 1)),  # a tile of 64 elements holds whole planes of 64 ...
-    ("bfloat16", (32, 32, 128), (32, 1), ("planes", "planes", 1)),  # ... not of 128
+    ("bfloat16", (32, 32, 128), (32, 1), ("channels", None, 0)),  # ... not of 128 (a small tensor: channels)
     ("float32", (263, 4, 257), (4, 1), ("planes", "planes", 1)),  # a sample does not fit the block wanted
     ("float32", (264, 4, 257), (4, 1), ("planes", "samples", 1)),
     ("float32", (132, 2, 4096), (2, 1), ("planes", "planes", 1)),  # a plane fills a block
     ("float32", (132, 2, 4100), (2, 1), ("planes", "split", 1)),
     ("float32", (4096, 64, 16), (64, 1), ("planes", "samples", 1)),  # 1024 partial rows: one column-sum stage
     ("float32", (4100, 64, 16), (64, 1), ("planes", "samples", 3)),  # 1025: two stages, three slices
-    ("float32", (20, 1152, 7, 7), (1152, 1, 1), ("planes", "channels", 0)),  # whole channels fit one round ...
-    ("float32", (21, 1152, 7, 7), (1152, 1, 1), ("planes", "planes", 1)),  # ... not at 21 samples
-    ("float32", (8, 528, 7, 7), (528, 1, 1), ("planes", "channels", 0)),  # a block per SM ...
-    ("float32", (8, 524, 7, 7), (524, 1, 1), ("planes", "planes", 1)),  # ... not with 131 blocks
-    ("bfloat16", (8, 1152, 7, 7), (1152, 1, 1), ("planes", "channels", 0)),
-    ("float32", (1, 1 << 20, 2), (1 << 20, 1), ("planes", "channels", 0)),  # 512 channels wanted a block, 256 taken
+    ("float32", (10, 1152, 7, 7), (1152, 1, 1), ("channels", None, 0)),  # a warp a channel ...
+    ("float32", (11, 1152, 7, 7), (1152, 1, 1), ("channels", None, 0)),  # ... two warps
+    ("float32", (334, 16, 7, 7), (16, 1, 1), ("channels", None, 0)),  # a column fits 1024 threads ...
+    ("float32", (335, 16, 7, 7), (16, 1, 1), ("planes", "samples", 1)),  # ... not at 335 samples
+    ("float32", (2, 16, 56, 56), (16, 1, 1), ("channels", None, 0)),  # 16 channels ...
+    ("float32", (2, 15, 56, 56), (15, 1, 1), ("planes", "split", 1)),  # ... not 15
+    ("float32", (64, 1024, 8, 8), (1024, 1, 1), ("channels", None, 0)),  # 2^22 elements ...
+    ("float32", (65, 1024, 8, 8), (1024, 1, 1), ("planes", "planes", 1)),  # ... not more
+    ("bfloat16", (8, 1152, 7, 7), (1152, 1, 1), ("channels", None, 0)),
+    ("float16", (64, 256, 14, 14), (256, 1, 1), ("channels", None, 0)),  # 8-byte packs, 1024 threads a channel
+    ("bfloat16", (32, 256, 7, 14), (256, 1, 1), ("channels", None, 0)),  # 4-byte packs
 ]
+
+
+def test_boundary_runs_name_the_h200_plans(bp):
+    """The plan each boundary run names is the H200's (the GPU test asserts it only on 132 SMs)."""
+    for dtype, shape, bshape, plan in BOUNDARY_RUNS:
+        got = check_plan(bp, dtype, math.prod(shape), bshape[0], math.prod(shape[2:]))
+        assert (got["kind"], got.get("planes", {}).get("shape"), got["sum_slices"]) == plan, (dtype, shape, got)
 
 
 @pytest.mark.cuda

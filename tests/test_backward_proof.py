@@ -44,7 +44,8 @@ def _key(bp_module, dtype, n, channels, inner, aligned, sms):
 def plan_class(plan: dict, n: int, inner: int) -> tuple:
     """What distinguishes the walks of two plans beyond their sizes: the family and pack width; for columns the
     reduction (shuffle or tree), a partial last tile, several and partial row chunks; for planes the lanes, several
-    and partial blocks, a partial last pack; for rows several and partial chunks and a tail; one or two sum stages."""
+    and partial blocks, a partial last pack; for rows several and partial chunks and a tail; one or two sum stages;
+    for channels the group size, a partly idle last block and lanes past the column's end."""
     kind, vec = plan["kind"], plan["vec"]
     two = plan["sum_slices"] > 1
     if kind == "cols":
@@ -58,6 +59,10 @@ def plan_class(plan: dict, n: int, inner: int) -> tuple:
     if kind == "rows":
         r = plan["rows"]
         return (kind, vec, r["chunks"] > 1, n % r["chunk_elems"] != 0, n % vec != 0, two)
+    if kind == "channels":
+        c = plan["channels_plan"]
+        return (kind, vec, c["threads"], plan["channels"] * c["threads"] % c["block_threads"] != 0,
+                c["column_packs"] % c["threads"] != 0)
     return (kind,)
 
 
@@ -138,22 +143,31 @@ def test_per_channel_planes_every_plane_size(bp):
             for d, a, s in _every(sms=(SMS[channels % len(SMS)],)):
                 raw.append((d, batch * channels * inner, channels, inner, a, s))
     families, count = _prove(bp, raw)
-    assert {"grouped_cols", "planes_samples", "planes_planes", "planes_split", "planes_channels", "rows"} <= families, \
+    assert {"grouped_cols", "planes_samples", "planes_planes", "planes_split", "channels", "rows"} <= families, \
         families
     assert count > 10000, count
 
 
-def test_blocks_of_whole_channels_with_many_channels(bp):
-    """Blocks of whole channels where C is large and the planes short, so that a block could want more channels than
-    it has threads (a thread adds each channel into dbias): batch 1 to 3 of 2-, 4-, 9- and 49-element planes with
-    thousands to a million channels, on every SM count."""
+def test_channels_kernel_groups_and_grids(bp):
+    """The channels kernel at every group size (a warp to 1024 threads a channel: [N, C, 7, 7] at the batches where
+    the group doubles), one-warp groups sharing blocks with a partly idle last block (C not a multiple of four),
+    thousands of channels with short planes, every pack width (planes of 196, 98 and 49 half elements), at the
+    size and channel-count limits, on every SM count."""
     raw = []
-    for channels, inner in ((8646, 2), (67848, 4), (69696, 9), (1 << 20, 2), (4112, 49), (30000, 4)):
+    for batch in (1, 10, 11, 20, 21, 41, 42, 83, 84, 167, 168, 334):
+        for channels in (16, 17, 19, 33):
+            for d, a, s in _every(sms=(16, 132)):
+                raw.append((d, batch * channels * 49, channels, 49, a, s))
+    for channels, inner in ((8646, 2), (67848, 4), (69696, 9), (4112, 49), (30000, 4)):
         for batch in (1, 2, 3):
             for d, a, s in _every(sms=(16, 132)):
                 raw.append((d, batch * channels * inner, channels, inner, a, s))
+    for batch, channels, inner in ((64, 256, 196), (32, 256, 98), (8, 1152, 49), (2, 16, 3136), (64, 1024, 64),
+                                   (65, 1024, 64), (2, 15, 3136), (85, 16, 3072)):
+        for d, a, s in _every(sms=(132,)):
+            raw.append((d, batch * channels * inner, channels, inner, a, s))
     families, count = _prove(bp, raw)
-    assert "planes_channels" in families, families
+    assert "channels" in families, families
 
 
 def test_issue_shapes_and_a_random_sample(bp):

@@ -104,7 +104,7 @@ def test_switch_points_of_this_gpu():
     cases = switch_points.switch_point_cases(sms)
     families = {c.plan[0] for c in cases}
     assert {"rows", "cols", "grouped_cols", "planes_samples", "planes_planes", "planes_split",
-            "planes_channels"} <= families, families
+            "channels"} <= families, families
     assert any(c.plan[1] > 1 for c in cases), "no case with two-stage column sums"
     failures = [why for i, c in enumerate(cases) for m in (False, True)
                 if (why := switch_points.check_case(c, "cuda", seed=i, misaligned=m))]

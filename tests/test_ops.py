@@ -183,7 +183,7 @@ def test_backward_replayed_in_a_cuda_graph_gives_the_eager_bits(shape, bshape):
     reading its partial sums. Captured in a CUDA graph and replayed on new gradients, dx and dbias are the bits of the
     eager call (both are deterministic), for the planes, columns and rows kernels and two column-sum stages
     ([4100, 64, 16]): a sum that read before the main kernel finished would carry the previous replay's partials.
-    [8, 1152, 7, 7] takes blocks of whole channels, which write dbias in the main kernel (no column sums)."""
+    [8, 1152, 7, 7] takes the channels kernel, which writes dbias itself (no column sums)."""
     gen = torch.Generator().manual_seed(21)
     x = (torch.randn(shape, generator=gen) * 4).cuda()
     b = torch.randn(bshape, generator=gen).cuda()

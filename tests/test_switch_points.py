@@ -9,7 +9,7 @@ from test_backward_proof import SMS
 
 from torchtrt_swish.doctor import switch_points
 
-FAMILIES = {"rows", "cols", "grouped_cols", "planes_samples", "planes_planes", "planes_split", "planes_channels"}
+FAMILIES = {"rows", "cols", "grouped_cols", "planes_samples", "planes_planes", "planes_split", "channels"}
 
 
 @pytest.mark.parametrize("sms", SMS)
@@ -19,7 +19,7 @@ def test_cases_cross_every_family_on_every_sm_count(sms):
     cases = switch_points.switch_point_cases(sms)
     assert {c.plan[0] for c in cases} >= FAMILIES
     assert any(c.plan[1] > 1 for c in cases)
-    assert {c.plan[1] for c in cases if c.plan[0] == "planes_channels"} == {0}
+    assert {c.plan[1] for c in cases if c.plan[0] == "channels"} == {0}
     assert all(math.prod(c.x_shape) <= 1 << 24 for c in cases)
     by_base = {}
     for c in cases:
@@ -49,5 +49,5 @@ def test_plan_of_matches_the_planner_module(bp):  # noqa: F811  (the fixture)
         got = bp.plan(c.dtype, n, channels, inner, True, 132)
         family = got["kind"] if got["kind"] == "rows" else (
             ("grouped_cols" if got["cols"]["group"] > 1 else "cols") if got["kind"] == "cols"
-            else "planes_" + got["planes"]["shape"])
+            else "channels" if got["kind"] == "channels" else "planes_" + got["planes"]["shape"])
         assert (family, 2 if got["sum_slices"] > 1 else got["sum_slices"]) == c.plan, c

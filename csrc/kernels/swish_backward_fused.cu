@@ -1,6 +1,7 @@
 // The fused backward (swish_kernel.h: swishBackwardFusedWorkspace, launchSwishBackwardFused): dx and dbias from
 // one read of (g, x). Here: the plan for the device (swish_backward_plan.h), the main kernel of its strategy
-// (swish_backward_rows_cols.cu, swish_backward_planes.cu), then the fixed-order column sums of the partial matrix.
+// (swish_backward_rows_cols.cu, swish_backward_planes.cu, swish_backward_channels.cu), then the fixed-order column
+// sums of the partial matrix (none after the channels kernel, which writes dbias).
 // No torch, no TensorRT: the torch extension links this object.
 #include "swish_backward_fused.cuh"
 #include "swish_backward_index.h"
@@ -224,6 +225,7 @@ cudaError_t fused(FusedPlan const& plan, void const* g, void const* x, void* dx,
     {
     case FusedKind::kROWS: launchRowsKernel(launch); break;
     case FusedKind::kCOLS: launchColsKernel(launch); break;
+    case FusedKind::kCHANNELS: launchChannelsKernel(launch); break;
     default: launchPlanesKernel(launch); break;
     }
     return sumColumns(plan, ws, static_cast<T*>(dbias), stream);

@@ -1,6 +1,6 @@
-// What the fused backward's kernel files share (swish_backward_fused.cu launches, swish_backward_rows_cols.cu and
-// swish_backward_planes.cu hold the main kernels by strategy): block reductions, the block order, and each
-// strategy's launch. The plans themselves are plain C++ in swish_backward_plan.h.
+// What the fused backward's kernel files share (swish_backward_fused.cu launches, swish_backward_rows_cols.cu,
+// swish_backward_planes.cu and swish_backward_channels.cu hold the main kernels by strategy): block reductions, the
+// block order, and each strategy's launch. The plans themselves are plain C++ in swish_backward_plan.h.
 #pragma once
 
 #include <type_traits>
@@ -64,7 +64,8 @@ __device__ __forceinline__ float blockSum(float v, float* smem)
 }
 
 //! One launch of a strategy's main kernel on `grid` blocks (mainBlocks of the plan): dx, and the plan's partial sums
-//! of g into partial[partialRows][channels]. The kernel's pack width is plan.vec (16 / sizeof(T) or 1).
+//! of g into partial[partialRows][channels]. The kernel's pack width is plan.vec (16 / sizeof(T) or 1; the channels
+//! kernel's also 2 or 4 elements).
 template <typename T>
 struct MainLaunch
 {
@@ -105,6 +106,10 @@ void launchColsKernel(MainLaunch<T> const& l);
 //! The planes kernel (swish_backward_planes.cu), for plans of kind kPLANES.
 template <typename T>
 void launchPlanesKernel(MainLaunch<T> const& l);
+
+//! The channels kernel (swish_backward_channels.cu), for plans of kind kCHANNELS.
+template <typename T>
+void launchChannelsKernel(MainLaunch<T> const& l);
 
 } // namespace detail
 } // namespace torchtrt_swish

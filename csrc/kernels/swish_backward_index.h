@@ -144,7 +144,7 @@ TORCHTRT_SWISH_HOST_DEVICE int64_t colsTreeCell(ColsPlan const& p, uint32_t rowC
 // -------------------------------------------------------------------------------------------------- planes kernel
 
 //! Block b of the planes kernel: elements [start, start + len) (pack-aligned), holding `planes` whole planes (kSPLIT:
-//! piece `piece` of plane q; kCHANNELS: len elements from start in segments, planesPackOffset).
+//! piece `piece` of plane q).
 struct PlanesBlock
 {
     int64_t start;
@@ -166,12 +166,6 @@ TORCHTRT_SWISH_HOST_DEVICE PlanesBlock planesBlock(PlanesPlan const& p, uint32_t
         k.start = static_cast<int64_t>(k.q) * p.inner + off;
         k.len = minOf(p.blockElems, p.inner - off);
     }
-    else if (p.shape == PlanesShape::kCHANNELS)
-    {
-        k.start = static_cast<int64_t>(b) * p.channelsPer * p.inner; // channel b * k of sample 0
-        k.len = p.blockElems;
-        k.planes = p.blockPlanes;
-    }
     else
     {
         k.start = static_cast<int64_t>(b) * p.blockElems;
@@ -185,15 +179,6 @@ TORCHTRT_SWISH_HOST_DEVICE PlanesBlock planesBlock(PlanesPlan const& p, uint32_t
 TORCHTRT_SWISH_HOST_DEVICE int planesPack(int t, int u)
 {
     return t + u * kTHREADS;
-}
-
-//! Where block-local pack pk lies in x, g and dx, in packs from the block's start: in kCHANNELS pack pk of the
-//! block's segments (one per sample, a sample apart); the other shapes have one segment of kPLANE_PACKS packs, so
-//! pk itself (no branch between the loads).
-TORCHTRT_SWISH_HOST_DEVICE int64_t planesPackOffset(PlanesPlan const& p, int pk)
-{
-    uint32_t const o = p.bySegment.div32(static_cast<uint32_t>(pk));
-    return pk + static_cast<int64_t>(o) * (p.samplePacks - static_cast<int64_t>(p.bySegment.d));
 }
 
 //! The slot (channel or plane) thread t adds in the round starting at slot w0, and its lane within the slot: lanes
@@ -249,28 +234,48 @@ TORCHTRT_SWISH_HOST_DEVICE int64_t planesSplitCell(PlanesPlan const& p, uint32_t
 }
 
 //! kSAMPLES, kPLANES: the partial cell of slot w of block b (kSAMPLES: row b, channel w; kPLANES: plane
-//! b * blockPlanes + w, i.e. row o, channel c), or -1 for a slot past the block's planes. kCHANNELS: the shared word
-//! of plane w's sum (planesChannelWord), or -1.
+//! b * blockPlanes + w, i.e. row o, channel c), or -1 for a slot past the block's planes.
 TORCHTRT_SWISH_HOST_DEVICE int64_t planesSlotCell(PlanesPlan const& p, uint32_t b, int w, int64_t blockPlanes)
 {
     bool const written = w < p.slots && (p.shape == PlanesShape::kSAMPLES || w < blockPlanes);
-    if (p.shape == PlanesShape::kCHANNELS)
-    {
-        return written ? w : -1;
-    }
     return written ? static_cast<int64_t>(b) * p.slots + w : -1;
 }
 
-//! kCHANNELS: the shared word of sample o's plane of the block's channel t (planes run sample by sample, k each),
-//! which thread t adds in sample order for dbias[planesChannelCell(b, t)].
-TORCHTRT_SWISH_HOST_DEVICE int64_t planesChannelWord(PlanesPlan const& p, int t, int64_t o)
+// ------------------------------------------------------------------------------------------------ channels kernel
+
+//! Thread t of channels block b: channel c (past the last channel: idle) and its lane in the channel's group.
+struct ChannelsThread
 {
-    return o * p.channelsPer + t;
+    int64_t c;
+    int lane;
+};
+
+TORCHTRT_SWISH_HOST_DEVICE ChannelsThread channelsThread(ChannelsPlan const& p, uint32_t b, int t)
+{
+    int64_t const groups = p.blockThreads / p.threads;
+    return ChannelsThread{static_cast<int64_t>(b) * groups + t / p.threads, t & (p.threads - 1)};
 }
 
-TORCHTRT_SWISH_HOST_DEVICE int64_t planesChannelCell(PlanesPlan const& p, uint32_t b, int t)
+//! Column pack u of a lane: lanes take consecutive packs, u a group's width apart (coalesced loads).
+TORCHTRT_SWISH_HOST_DEVICE int channelsColumnPack(ChannelsPlan const& p, int lane, int u)
 {
-    return static_cast<int64_t>(b) * p.channelsPer + t;
+    return lane + u * p.threads;
+}
+
+//! Where column pack j of channel c lies in x, g and dx, in packs: sample o = j / innerPacks, its plane o * C + c
+//! (32 bits: the tensor has at most kCHANNELS_MOST elements).
+TORCHTRT_SWISH_HOST_DEVICE uint32_t channelsPack(ChannelsPlan const& p, int64_t c, int j)
+{
+    auto const ip = static_cast<uint32_t>(p.innerPacks);
+    uint32_t const o = p.byInner.div32(static_cast<uint32_t>(j));
+    return (o * static_cast<uint32_t>(p.channels) + static_cast<uint32_t>(c)) * ip + (static_cast<uint32_t>(j) - o * ip);
+}
+
+//! Shared word of warp w of a block (its sum); the group's first warp reads its group's words, lane l word
+//! channelsGroupWord(t, l) for l < threads / 32.
+TORCHTRT_SWISH_HOST_DEVICE int channelsGroupWord(ChannelsPlan const& p, int t, int l)
+{
+    return t / p.threads * (p.threads / 32) + l;
 }
 
 // ---------------------------------------------------------------------------------------------------- column sums

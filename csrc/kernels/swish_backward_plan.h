@@ -7,10 +7,11 @@
 //
 // Every block of the main kernel writes fp32 partial sums of g to a workspace laid out as a matrix partial[R][C]
 // (C = bias elements), and dbias[c] is the sum of column c, added in a fixed order (deterministic, no
-// floating-point atomics); a planes block that holds whole channels of every sample writes dbias itself. Three
-// shapes of the main work, all views of x as [outer, C, inner]: "rows" (a scalar bias: the tensor is one run),
-// "planes" (inner > 1: per-channel on dim 1, blocks before the last dim) and "columns" (inner == 1: per-channel on
-// the last dim, full, trailing blocks; and short planes of fp16/bf16 as groups of columns, planGroupedCols).
+// floating-point atomics). Four shapes of the main work, all views of x as [outer, C, inner]: "rows" (a scalar
+// bias: the tensor is one run), "planes" (inner > 1: per-channel on dim 1, blocks before the last dim), "columns"
+// (inner == 1: per-channel on the last dim, full, trailing blocks; and short planes of fp16/bf16 as groups of
+// columns, planGroupedCols) and "channels" (inner > 1 in small tensors: a group of threads per channel adds its
+// column over all samples and writes dbias itself, with no partial matrix and no column-sum launch).
 #pragma once
 
 #include <algorithm>
@@ -31,6 +32,21 @@ constexpr int64_t kCOL_BLOCK_ELEMS = 65536; // amortizes the per-block reduction
 constexpr int kFINAL_THREADS = 1024;
 constexpr int kPLANE_PPT = 4;
 constexpr int kPLANE_PACKS = kTHREADS * kPLANE_PPT; // packs per block of the planes kernel at the most
+constexpr int kCHANNEL_ELEMS = 16;     // elements a thread of the channels kernel loads of x and of g (one round)
+constexpr int kCHANNEL_THREADS = 1024; // threads per channel at the most
+constexpr int kCHANNEL_BLOCK = 128;    // threads per block at the least (one-warp groups share a block)
+// The channels kernel's tensors (docs/performance-notes.md): it saves the column sums' launch, which counts at
+// launch-bound sizes only (larger ones lost to the planes kernel: fp32 [128,1152,7,7] 63.96 against 50.95 us
+// forward + backward), and its pack offsets fit 32 bits. With few channels most SMs idle: 16 is the fewest measured
+// ([2,16,56,56]: a block of 512 threads per channel, ahead of the planes kernel and its sums).
+constexpr int64_t kCHANNELS_MOST = int64_t{1} << 22;
+constexpr int64_t kCHANNELS_FEWEST = 16;
+
+//! Packs a thread of the channels kernel loads (of x and of g), packs of vec elements.
+TORCHTRT_SWISH_HOST_DEVICE constexpr int channelThreadPacks(int vec)
+{
+    return kCHANNEL_ELEMS / vec;
+}
 
 // A scalar bias: the whole tensor is one run, split in chunks of chunkElems (whole packs), one block each.
 struct RowsPlan
@@ -53,12 +69,10 @@ struct ColsPlan
 };
 
 // Block shapes of the planes kernel (swish_backward_planes.cu):
-//   kSAMPLES:  m whole samples ([C, inner] each): C sums per block, partial[block][c] (small planes: few partials);
-//   kPLANES:   k whole planes: one sum per plane, at its plane index, i.e. partial[o][c];
-//   kSPLIT:    planes longer than a block, split in `splits` pieces: partial[o * splits + s][c];
-//   kCHANNELS: k whole channels of every sample (k planes from each sample, one run per sample): a sum per plane
-//              in shared memory, then per channel over the samples into dbias itself, so no column sums follow.
-enum class PlanesShape : int { kSAMPLES, kPLANES, kSPLIT, kCHANNELS };
+//   kSAMPLES: m whole samples ([C, inner] each): C sums per block, partial[block][c] (small planes: few partials);
+//   kPLANES:  k whole planes: one sum per plane, at its plane index, i.e. partial[o][c];
+//   kSPLIT:   planes longer than a block, split in `splits` pieces: partial[o * splits + s][c].
+enum class PlanesShape : int { kSAMPLES, kPLANES, kSPLIT };
 
 struct PlanesPlan
 {
@@ -67,18 +81,29 @@ struct PlanesPlan
     int64_t channels;
     int64_t planes;      // n / inner
     int64_t blockElems;  // elements per block (the last one may have fewer)
-    int64_t blockPlanes; // kSAMPLES, kPLANES, kCHANNELS: whole planes per block
+    int64_t blockPlanes; // kSAMPLES, kPLANES: whole planes per block
     int64_t splits;      // kSPLIT: blocks per plane
-    int32_t slots;       // kSAMPLES: C; kPLANES, kCHANNELS: blockPlanes
+    int32_t slots;       // kSAMPLES: C; kPLANES: blockPlanes
     int32_t lanes;       // threads per slot in the block's reduction (a power of two <= 32)
     PlanesShape shape;
     FastDiv byInner;     // block-local element -> block-local plane
-    FastDiv bySegment;   // block-local pack -> segment (kCHANNELS: a block's packs of one sample; else one segment)
-    int64_t samplePacks; // packs from one segment's start to the next's (kCHANNELS: a sample)
-    int32_t channelsPer; // kCHANNELS: channels per block (k)
 };
 
-enum class FusedKind : int { kNONE, kROWS, kCOLS, kPLANES };
+// Whole channels (swish_backward_channels.cu): a group of `threads` threads (whole warps) per channel takes the
+// channel's column, its plane of every sample (columnPacks packs), in one round of loads, writes dx, and adds the
+// column by shuffles (and one shared word per warp where the group has several) into dbias itself: one launch, no
+// partial matrix.
+struct ChannelsPlan
+{
+    int64_t channels;
+    int64_t innerPacks;   // packs per plane
+    int32_t columnPacks;  // outer * innerPacks <= threads * channelThreadPacks(vec)
+    int32_t threads;      // per channel: a power of two, 32 ... kCHANNEL_THREADS
+    int32_t blockThreads; // a group per block, or several groups of one warp (kCHANNEL_BLOCK threads)
+    FastDiv byInner;      // column pack -> sample
+};
+
+enum class FusedKind : int { kNONE, kROWS, kCOLS, kPLANES, kCHANNELS };
 
 struct FusedPlan
 {
@@ -87,6 +112,7 @@ struct FusedPlan
     RowsPlan rows{};
     ColsPlan cols{};
     PlanesPlan planes{};
+    ChannelsPlan chan{};
     int64_t channels{1};
     int64_t partialRows{0}; // R of the partial matrix [R][channels]
     int64_t sumSlices{1};   // > 1: the column sums run in two stages over this many row slices; 0: none (kCHANNELS)
@@ -151,26 +177,43 @@ inline bool planGroupedCols(FusedPlan& plan, int64_t n, BiasSpec spec, bool alig
     return true;
 }
 
-// kCHANNELS: channels per block, or 0 where the shape does not apply. A block takes k channels of every sample in one
-// round of loads, so it adds whole channels and writes dbias, with no partial matrix and no column-sum launch
-// (measured on [8,1152,7,7]: docs/performance-notes.md). It needs whole packs per sample and per k planes (k a
-// multiple of planeGroup dividing C: every block alike), k channels of all samples within one block, and at least a
-// block per SM; k grows towards the block size wanted, to one channel per thread at the most (a thread adds each).
-inline int64_t channelsPerBlock(int64_t outer, BiasSpec spec, int64_t vec, int64_t want, int64_t most, int sms)
+// Whole-channel plan (swishBackwardChannelsKernel): the widest packs that divide a plane (16 bytes at the most), and
+// the fewest threads per channel (whole warps, a power of two) that load its column in one round; false where that
+// takes more than kCHANNEL_THREADS, or the tensor has more than kCHANNELS_MOST elements or fewer than
+// kCHANNELS_FEWEST channels.
+inline bool planChannels(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, int vw)
 {
-    int64_t const planeGroup = vec / std::gcd(spec.inner, vec);
-    int64_t const column = outer * spec.inner; // elements of one channel across the samples
-    if ((spec.channels * spec.inner) % vec != 0 || spec.channels % planeGroup != 0 || planeGroup * column > most
-        || spec.channels / planeGroup < sms)
+    if (n > kCHANNELS_MOST || spec.channels < kCHANNELS_FEWEST)
     {
-        return 0;
+        return false;
     }
-    int64_t k = std::max(planeGroup, std::min<int64_t>(want / column, kTHREADS) / planeGroup * planeGroup);
-    while (spec.channels % k != 0 || spec.channels / k < sms)
+    int64_t const outer = n / (spec.channels * spec.inner);
+    int vec = aligned ? vw : 1;
+    while (spec.inner % vec != 0)
     {
-        k -= planeGroup;
+        vec /= 2;
     }
-    return k;
+    int64_t const column = outer * spec.inner / vec;
+    int64_t const perThread = channelThreadPacks(vec);
+    int64_t threads = 32;
+    while (threads * perThread < column && threads < kCHANNEL_THREADS)
+    {
+        threads *= 2;
+    }
+    if (threads * perThread < column)
+    {
+        return false;
+    }
+    ChannelsPlan& c = plan.chan;
+    plan.vec = vec;
+    c.channels = spec.channels;
+    c.innerPacks = spec.inner / vec;
+    c.columnPacks = static_cast<int32_t>(column);
+    c.threads = static_cast<int32_t>(threads);
+    c.blockThreads = static_cast<int32_t>(std::max<int64_t>(threads, kCHANNEL_BLOCK));
+    c.byInner = FastDiv::make(c.innerPacks);
+    plan.partialRows = 1; // the "partial matrix" is dbias
+    return true;
 }
 
 // Planes-kernel plan (swishBackwardPlanesKernel): the widest packs whose blocks can start on plane boundaries, and
@@ -185,10 +228,6 @@ inline void planPlanes(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, 
     p.channels = spec.channels;
     p.planes = n / inner;
     p.splits = 1;
-    p.bySegment = FastDiv::make(kPLANE_PACKS); // one segment (planesPackOffset) but in kCHANNELS
-    p.samplePacks = kPLANE_PACKS;
-    int64_t const outer = n / sample;
-    int64_t k = 0;
     for (int64_t vec = aligned && inner >= vw ? vw : 1;; vec = 1)
     {
         int64_t const most = int64_t{kPLANE_PACKS} * vec;
@@ -203,15 +242,6 @@ inline void planPlanes(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, 
             p.shape = PlanesShape::kSAMPLES;
             p.blockPlanes = m * spec.channels;
             p.slots = static_cast<int32_t>(spec.channels);
-        }
-        else if ((k = channelsPerBlock(outer, spec, vec, want, most, sms)) > 0)
-        {
-            p.shape = PlanesShape::kCHANNELS;
-            p.blockPlanes = outer * k;
-            p.slots = static_cast<int32_t>(p.blockPlanes); // a plane each, as kPLANES: every lane busy
-            p.channelsPer = static_cast<int32_t>(k);
-            p.bySegment = FastDiv::make(k * inner / vec);
-            p.samplePacks = sample / vec;
         }
         else if (planeGroup * inner <= most && (planeGroup * inner <= want || inner % vec != 0))
         {
@@ -247,9 +277,9 @@ inline void planPlanes(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, 
         p.lanes *= 2;
     }
     p.byInner = FastDiv::make(inner);
+    int64_t const outer = n / sample;
     plan.partialRows = p.shape == PlanesShape::kSAMPLES ? (p.planes + p.blockPlanes - 1) / p.blockPlanes
         : p.shape == PlanesShape::kPLANES               ? outer
-        : p.shape == PlanesShape::kCHANNELS             ? 1 // the "partial matrix" is dbias
                                                         : outer * p.splits;
 }
 
@@ -292,7 +322,7 @@ inline SumShape sumShape(int64_t rows, int64_t channels, int64_t laneRows)
 
 inline void planSums(FusedPlan& plan)
 {
-    if (plan.kind == FusedKind::kPLANES && plan.planes.shape == PlanesShape::kCHANNELS)
+    if (plan.kind == FusedKind::kCHANNELS)
     {
         plan.sumSlices = 0;
         plan.workspace = 0;
@@ -347,6 +377,10 @@ inline FusedPlan planFused(DType dtype, int64_t n, BiasSpec spec, bool aligned, 
     {
         plan.kind = FusedKind::kCOLS;
     }
+    else if (planChannels(plan, n, spec, aligned, vw))
+    {
+        plan.kind = FusedKind::kCHANNELS;
+    }
     else
     {
         planPlanes(plan, n, spec, aligned, vw, sms);
@@ -360,24 +394,26 @@ inline FusedPlan planFused(DType dtype, int64_t n, BiasSpec spec, bool aligned, 
 inline int64_t mainBlocks(FusedPlan const& plan)
 {
     PlanesPlan const& pp = plan.planes;
+    ChannelsPlan const& cp = plan.chan;
     return plan.kind == FusedKind::kROWS ? plan.rows.chunks
         : plan.kind == FusedKind::kCOLS  ? plan.cols.rowChunks * plan.cols.tiles
+        : plan.kind == FusedKind::kCHANNELS ? (cp.channels * cp.threads + cp.blockThreads - 1) / cp.blockThreads
         : pp.shape == PlanesShape::kSPLIT ? pp.planes * pp.splits
                                           : (pp.planes + pp.blockPlanes - 1) / pp.blockPlanes;
 }
 
 //! The plan's family by name: "rows", "cols", "grouped_cols", "planes_samples", "planes_planes", "planes_split",
-//! "planes_channels" or "none" (the doctor's switch points and the planner's tests use these names).
+//! "channels" or "none" (the doctor's switch points and the planner's tests use these names).
 inline char const* planFamily(FusedPlan const& plan)
 {
     switch (plan.kind)
     {
     case FusedKind::kROWS: return "rows";
     case FusedKind::kCOLS: return plan.cols.group > 1 ? "grouped_cols" : "cols";
+    case FusedKind::kCHANNELS: return "channels";
     case FusedKind::kPLANES:
         return plan.planes.shape == PlanesShape::kSAMPLES ? "planes_samples"
             : plan.planes.shape == PlanesShape::kPLANES   ? "planes_planes"
-            : plan.planes.shape == PlanesShape::kCHANNELS ? "planes_channels"
                                                           : "planes_split";
     case FusedKind::kNONE: break;
     }

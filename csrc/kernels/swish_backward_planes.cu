@@ -12,9 +12,7 @@
 // on every run. Block shapes (PlanesPlan::shape):
 //   kSAMPLES: m whole samples ([C, inner] each): C sums per block, partial[block][c] (small planes: few partials);
 //   kPLANES:  k whole planes: one sum per plane, at its plane index, i.e. partial[o][c];
-//   kSPLIT:   planes longer than a block, split in `splits` pieces: partial[o * splits + s][c];
-//   kCHANNELS: k whole channels of every sample (a segment of k planes per sample): plane sums in shared memory,
-//              then dbias[c] itself, each channel's planes added in sample order.
+//   kSPLIT:   planes longer than a block, split in `splits` pieces: partial[o * splits + s][c].
 #include "swish_backward_fused.cuh"
 #include "swish_backward_index.h"
 
@@ -24,12 +22,11 @@ namespace {
 
 template <typename T, int kVEC>
 __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKernel(T const* __restrict__ g,
-    T const* __restrict__ x, T* __restrict__ dx, PlanesPlan plan, float* __restrict__ partial, T* __restrict__ dbias)
+    T const* __restrict__ x, T* __restrict__ dx, PlanesPlan plan, float* __restrict__ partial)
 {
     allowDependentLaunch();
     __shared__ float head[kPLANE_PACKS];
     __shared__ float tail[kPLANE_PACKS];
-    __shared__ float planeSums[kPLANE_PACKS]; // kCHANNELS: a sum per plane of the block (blockPlanes <= its packs)
     using P = Pack<T, kVEC>;
     uint32_t const b = fromTheEnd();
     int const t = static_cast<int>(threadIdx.x);
@@ -45,7 +42,6 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
     P* dp = reinterpret_cast<P*>(dx + start);
     P gi[kPLANE_PPT];
     P xi[kPLANE_PPT];
-    int64_t at[kPLANE_PPT]; // where each pack lies from the block's start (the store reuses it: p < nFull there)
     if (nFull > 0)
     {
         // All loads first, unconditionally: a thread past the block's last pack reloads that pack (same cache line,
@@ -54,9 +50,9 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
 #pragma unroll
         for (int u = 0; u < kPLANE_PPT; ++u)
         {
-            at[u] = planesPackOffset(plan, min(planesPack(t, u), nFull - 1));
-            gi[u] = gp[at[u]];
-            xi[u] = xp[at[u]];
+            int const p = min(planesPack(t, u), nFull - 1);
+            gi[u] = gp[p];
+            xi[u] = xp[p];
         }
     }
     float own = 0.0f; // kSPLIT: this thread's sum of g (one plane)
@@ -67,7 +63,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
         if (p < nFull)
         {
             float gf[kVEC];
-            dp[at[u]] = gradPack<T, kVEC>(gi[u], xi[u], gf);
+            dp[p] = gradPack<T, kVEC>(gi[u], xi[u], gf);
             if (split)
             {
 #pragma unroll
@@ -142,9 +138,9 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
         return;
     }
     __syncthreads();
-    // Slot w (a channel in kSAMPLES, a plane in kPLANES and kCHANNELS) gathers its planes j = w, w + slots, ... in
-    // order; inside a plane, lane l adds packs l, l + lanes, ...; then the lanes are added by an xor tree. All threads
-    // run the same number of rounds so that every shuffle has the whole warp.
+    // Slot w (a channel in kSAMPLES, a plane in kPLANES) gathers its planes j = w, w + slots, ... in order; inside a
+    // plane, lane l adds packs l, l + lanes, ...; then the lanes are added by an xor tree. All threads run the same
+    // number of rounds so that every shuffle has the whole warp.
     int const lanes = plan.lanes;
     int const lane = planesLane(plan, t);
     int const groups = kTHREADS / lanes;
@@ -171,27 +167,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardPlanesKern
         int64_t const cell = planesSlotCell(plan, b, w, localPlanes);
         if (lane == 0 && cell >= 0)
         {
-            if (plan.shape == PlanesShape::kCHANNELS)
-            {
-                planeSums[cell] = acc;
-            }
-            else
-            {
-                partial[cell] = acc;
-            }
-        }
-    }
-    if (plan.shape == PlanesShape::kCHANNELS)
-    {
-        __syncthreads();
-        if (t < plan.channelsPer)
-        {
-            float s = 0.0f;
-            for (int64_t o = 0, j = t; j < localPlanes; j = planesChannelWord(plan, t, ++o))
-            {
-                s += planeSums[j];
-            }
-            dbias[planesChannelCell(plan, b, t)] = Cvt<T>::fromF(s);
+            partial[cell] = acc;
         }
     }
 }
@@ -202,8 +178,7 @@ template <typename T>
 void launchPlanesKernel(MainLaunch<T> const& l)
 {
     byPackWidth(l, [&](auto v) {
-        swishBackwardPlanesKernel<T, decltype(v)::value><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx,
-            l.plan.planes, l.partial, l.dbias);
+        swishBackwardPlanesKernel<T, decltype(v)::value><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx, l.plan.planes, l.partial);
     });
 }
 

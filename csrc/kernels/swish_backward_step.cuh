@@ -1,5 +1,6 @@
 // The backward's per-pack step, shared by the unfused backward (swish_backward.cu) and the fused one's kernels
-// (swish_backward_rows_cols.cu, swish_backward_planes.cu).
+// (swish_backward_rows_cols.cu, swish_backward_planes.cu; swish_backward_channels.cu takes gradPack's math in
+// batches, swishGradAll).
 #pragma once
 
 #include "swish_backward_index.h"

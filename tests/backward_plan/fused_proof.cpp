@@ -56,6 +56,7 @@ public:
             case FusedKind::kROWS: rowsBlockWalk(b32); break;
             case FusedKind::kCOLS: colsBlockWalk(b32); break;
             case FusedKind::kPLANES: planesBlockWalk(b32); break;
+            case FusedKind::kCHANNELS: channelsBlockWalk(b32); break;
             case FusedKind::kNONE: return mR.fail("no fused plan");
             }
         }
@@ -356,25 +357,6 @@ private:
         }
         else
         {
-            // kCHANNELS: slots write plane sums to shared words, then thread t < k adds its channel's words into
-            // dbias; wordCell[word] is the dbias cell that word goes to.
-            bool const channels = p.shape == PlanesShape::kCHANNELS;
-            std::vector<int64_t> wordCell(channels ? kPLANE_PACKS : 0, -1); // empty for the other shapes: per block
-            std::vector<uint8_t> wordWrites(wordCell.size(), 0);
-            for (int t = 0; channels && t < kTHREADS && t < p.channelsPer; ++t)
-            {
-                int64_t const cell = planesChannelCell(p, b, t);
-                cellWrite(cell, "planes block (channel sum)");
-                for (int64_t o = 0, j = t; j < blk.planes; j = planesChannelWord(p, t, ++o))
-                {
-                    if (j < 0 || j >= kPLANE_PACKS || wordCell[j] >= 0)
-                    {
-                        return mR.fail("planes channel " + std::to_string(t) + " of block " + std::to_string(b)
-                            + " reads plane word " + std::to_string(j) + (j >= 0 && j < kPLANE_PACKS ? " twice" : ""));
-                    }
-                    wordCell[j] = cell;
-                }
-            }
             int const groups = kTHREADS / p.lanes;
             std::vector<uint8_t> slotWritten(static_cast<size_t>(p.slots), 0);
             for (int w0 = 0; w0 < p.slots; w0 += groups)
@@ -394,21 +376,8 @@ private:
                     }
                     if (lane == 0 && cell >= 0)
                     {
-                        if (!channels)
-                        {
-                            cellWrite(cell, "planes block");
-                        }
-                        else if (cell >= kPLANE_PACKS || ++wordWrites[cell] > 1)
-                        {
-                            return mR.fail("planes slot " + std::to_string(w) + " writes plane word "
-                                + std::to_string(cell) + (cell < kPLANE_PACKS ? " twice" : ""));
-                        }
+                        cellWrite(cell, "planes block");
                         slotWritten[static_cast<size_t>(w)] = 1;
-                    }
-                    int64_t const sumCell = channels && cell >= 0 ? wordCell[cell] : cell;
-                    if (channels && cell >= 0 && sumCell < 0)
-                    {
-                        return mR.fail("planes slot " + std::to_string(w) + "'s plane word no channel adds");
                     }
                     for (int64_t j = w; j < blk.planes; j += p.slots)
                     {
@@ -425,7 +394,7 @@ private:
                             {
                                 return mR.fail("planes pack " + std::to_string(pk) + " added twice");
                             }
-                            to = sumCell;
+                            to = cell;
                         }
                     }
                 }
@@ -438,23 +407,9 @@ private:
                         + " adds planes but writes no partial");
                 }
             }
-            for (int j = 0; channels && j < kPLANE_PACKS; ++j)
-            {
-                if (wordCell[j] >= 0 && wordWrites[j] != 1)
-                {
-                    return mR.fail("planes channel sum of block " + std::to_string(b) + " reads plane word "
-                        + std::to_string(j) + ", which no slot writes");
-                }
-            }
         }
         auto place = [&](int64_t pk, int k, int nHead) {
-            int64_t const at = planesPackOffset(p, static_cast<int>(pk));
-            if (pk >= kPLANE_PACKS || (p.shape != PlanesShape::kCHANNELS && at != pk))
-            {
-                return mR.fail("planes pack " + std::to_string(pk) + " of a one-segment block lies at "
-                    + std::to_string(at));
-            }
-            element(blk.start + at * vec + k, k < nHead ? headCell[pk] : tailCell[pk]);
+            element(blk.start + pk * vec + k, k < nHead ? headCell[pk] : tailCell[pk]);
         };
         for (int t = 0; t < kTHREADS; ++t)
         {
@@ -478,6 +433,75 @@ private:
                 {
                     place(nFull, k, nHead);
                 }
+            }
+        }
+    }
+
+    // The channels kernel: thread t of block b adds its lane's packs of channel c's column (every sample's plane c),
+    // the warp's lanes by an xor tree over all 32 (a group is whole warps of one channel), and where a group has
+    // several warps, the group's first warp adds their shared words; lane 0 of the group writes dbias[c].
+    void channelsBlockWalk(uint32_t b)
+    {
+        ChannelsPlan const& c = mPlan.chan;
+        int const vec = mPlan.vec;
+        int const per = channelThreadPacks(vec);
+        if (c.threads < 32 || c.threads > kCHANNEL_THREADS || (c.threads & (c.threads - 1)) != 0
+            || c.blockThreads < c.threads || c.blockThreads > kCHANNEL_THREADS || c.blockThreads % c.threads != 0
+            || static_cast<int64_t>(c.threads) * per < c.columnPacks || c.innerPacks * vec != mSpec.inner
+            || static_cast<int64_t>(c.columnPacks) * vec * mSpec.channels != mN || mN > kCHANNELS_MOST)
+        {
+            return mR.fail("channels plan: " + std::to_string(c.threads) + " threads a channel in blocks of "
+                + std::to_string(c.blockThreads) + ", " + std::to_string(c.columnPacks) + " packs a column of "
+                + std::to_string(per) + " a thread");
+        }
+        int const words = c.blockThreads / 32; // the kernel's shared words (a warp each)
+        std::vector<int> wordReads(words, 0);
+        for (int t = 0; t < c.blockThreads; ++t)
+        {
+            ChannelsThread const th = channelsThread(c, b, t);
+            ChannelsThread const first = channelsThread(c, b, t & ~31);
+            if (th.c != first.c || th.lane != first.lane + (t & 31))
+            {
+                return mR.fail("channels warp " + std::to_string(t / 32) + " holds more than one channel's lanes");
+            }
+            if (th.c >= c.channels)
+            {
+                continue;
+            }
+            if (th.lane == 0)
+            {
+                cellWrite(th.c, "channels group");
+            }
+            if (c.threads > 32 && th.lane < c.threads / 32)
+            {
+                int const word = channelsGroupWord(c, t, th.lane);
+                if (word < 0 || word >= words || channelsThread(c, b, word * 32).c != th.c)
+                {
+                    return mR.fail("channels group of channel " + std::to_string(th.c) + " reads shared word "
+                        + std::to_string(word) + ", not one of its warps'");
+                }
+                ++wordReads[word];
+            }
+            for (int u = 0; u < per; ++u)
+            {
+                int const j = channelsColumnPack(c, th.lane, u);
+                if (j >= c.columnPacks)
+                {
+                    continue;
+                }
+                int64_t const pk = channelsPack(c, th.c, j);
+                for (int k = 0; k < vec; ++k)
+                {
+                    element(pk * vec + k, th.c);
+                }
+            }
+        }
+        for (int w = 0; w < words && c.threads > 32; ++w)
+        {
+            if (channelsThread(c, b, w * 32).c < c.channels && wordReads[w] != 1)
+            {
+                return mR.fail("channels warp " + std::to_string(w) + "'s sum read " + std::to_string(wordReads[w])
+                    + " times");
             }
         }
     }
@@ -523,7 +547,7 @@ private:
         if (count == 0)
         {
             // The main kernel wrote dbias: checkMain saw every channel's cell written once.
-            if (mPlan.kind != FusedKind::kPLANES || mPlan.planes.shape != PlanesShape::kCHANNELS)
+            if (mPlan.kind != FusedKind::kCHANNELS)
             {
                 mR.fail("no column sums after a main kernel that writes partial sums");
             }
@@ -681,7 +705,9 @@ std::string proveFused(DType dtype, int64_t n, BiasSpec spec, bool aligned, int 
         }
         return r.first;
     }
-    if (plan.vec != 1 && (!aligned || plan.vec != vecWidth(dtype)))
+    // Packs of 16 bytes; the channels kernel's may be narrower (a power of two dividing a plane: its walk checks that).
+    bool const narrower = plan.kind == FusedKind::kCHANNELS && vecWidth(dtype) % plan.vec == 0;
+    if (plan.vec != 1 && (!aligned || (plan.vec != vecWidth(dtype) && !narrower)))
     {
         r.fail("pack width " + std::to_string(plan.vec) + (aligned ? "" : " on misaligned pointers"));
         return r.first;

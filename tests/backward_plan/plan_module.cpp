@@ -40,6 +40,7 @@ char const* kindName(FusedKind k)
     case FusedKind::kROWS: return "rows";
     case FusedKind::kCOLS: return "cols";
     case FusedKind::kPLANES: return "planes";
+    case FusedKind::kCHANNELS: return "channels";
     }
     return "unknown";
 }
@@ -51,12 +52,11 @@ char const* shapeName(PlanesShape s)
     case PlanesShape::kSAMPLES: return "samples";
     case PlanesShape::kPLANES: return "planes";
     case PlanesShape::kSPLIT: return "split";
-    case PlanesShape::kCHANNELS: return "channels";
     }
     return "unknown";
 }
 
-// The plan as a dict; only the part of the kind's strategy ("rows", "cols" or "planes") is filled in.
+// The plan as a dict; only the part of the kind's strategy ("rows", "cols", "planes" or "channels") is filled in.
 py::dict planDict(FusedPlan const& p)
 {
     py::dict d;
@@ -93,6 +93,16 @@ py::dict planDict(FusedPlan const& p)
         c["group"] = p.cols.group;
         d["cols"] = c;
     }
+    else if (p.kind == FusedKind::kCHANNELS)
+    {
+        py::dict c;
+        c["inner_packs"] = p.chan.innerPacks;
+        c["column_packs"] = p.chan.columnPacks;
+        c["threads"] = p.chan.threads;
+        c["block_threads"] = p.chan.blockThreads;
+        c["inner_divisor"] = p.chan.byInner.d;
+        d["channels_plan"] = c;
+    }
     else
     {
         PlanesPlan const& q = p.planes;
@@ -105,9 +115,6 @@ py::dict planDict(FusedPlan const& p)
         s["slots"] = q.slots;
         s["lanes"] = q.lanes;
         s["inner_divisor"] = q.byInner.d;
-        s["segment_packs"] = q.bySegment.d;
-        s["sample_packs"] = q.samplePacks;
-        s["channels_per"] = q.channelsPer;
         d["planes"] = s;
     }
     return d;
