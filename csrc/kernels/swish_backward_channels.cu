@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(kBLOCK) swishBackwardChannelsKernel(T const* _
 #pragma unroll
         for (int u = 0; u < kPER; ++u)
         {
-            uint32_t const at = channelsPack(plan, th.c, min(channelsColumnPack(plan, th.lane, u), plan.columnPacks - 1));
+            uint32_t const at = channelsPack(plan, th.c, channelsLoadPack(plan, th.lane, u));
             gi[u] = gp[at];
             xi[u] = xp[at];
         }

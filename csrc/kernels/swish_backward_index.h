@@ -262,6 +262,12 @@ TORCHTRT_SWISH_HOST_DEVICE int channelsColumnPack(ChannelsPlan const& p, int lan
     return lane + u * p.threads;
 }
 
+//! The column pack a lane loads as its u-th: its own, or past the column's end the last one (loads are unguarded).
+TORCHTRT_SWISH_HOST_DEVICE int channelsLoadPack(ChannelsPlan const& p, int lane, int u)
+{
+    return minOf(channelsColumnPack(p, lane, u), p.columnPacks - 1);
+}
+
 //! Where column pack j of channel c lies in x, g and dx, in packs: sample o = j / innerPacks, its plane o * C + c
 //! (32 bits: the tensor has at most kCHANNELS_MOST elements).
 TORCHTRT_SWISH_HOST_DEVICE uint32_t channelsPack(ChannelsPlan const& p, int64_t c, int j)

@@ -484,6 +484,13 @@ private:
             }
             for (int u = 0; u < per; ++u)
             {
+                int const load = channelsLoadPack(c, th.lane, u);
+                int64_t const at = load >= 0 ? static_cast<int64_t>(channelsPack(c, th.c, load)) : -1;
+                if (load < 0 || load >= c.columnPacks || at < 0 || (at + 1) * vec > mN)
+                {
+                    return mR.fail("channels lane " + std::to_string(th.lane) + " of channel " + std::to_string(th.c)
+                        + " loads column pack " + std::to_string(load) + " of " + std::to_string(c.columnPacks));
+                }
                 int const j = channelsColumnPack(c, th.lane, u);
                 if (j >= c.columnPacks)
                 {
