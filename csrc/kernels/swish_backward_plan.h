@@ -35,10 +35,9 @@ constexpr int kPLANE_PACKS = kTHREADS * kPLANE_PPT; // packs per block of the pl
 constexpr int kCHANNEL_ELEMS = 16;     // elements a thread of the channels kernel loads of x and of g (one round)
 constexpr int kCHANNEL_THREADS = 1024; // threads per channel at the most
 constexpr int kCHANNEL_BLOCK = 128;    // threads per block at the least (one-warp groups share a block)
-// The channels kernel's tensors (docs/performance-notes.md): it saves the column sums' launch, which counts at
-// launch-bound sizes only (larger ones lost to the planes kernel: fp32 [128,1152,7,7] 63.96 against 50.95 us
-// forward + backward), and its pack offsets fit 32 bits. With few channels most SMs idle: 16 is the fewest measured
-// ([2,16,56,56]: a block of 512 threads per channel, ahead of the planes kernel and its sums).
+// The channels kernel's tensors: it saves the column sums' launch, which counts at launch-bound sizes only (larger
+// tensors lost to the planes kernel), and its pack offsets fit 32 bits; with fewer channels most SMs idle (16 is the
+// fewest measured). Measurements: docs/performance-notes.md, "The channels kernel".
 constexpr int64_t kCHANNELS_MOST = int64_t{1} << 22;
 constexpr int64_t kCHANNELS_FEWEST = 16;
 
