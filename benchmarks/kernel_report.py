@@ -107,10 +107,20 @@ def waits_between_loads(instructions: list[str]) -> list[str]:
     return bad
 
 
+def loads_after_math(instructions: list[str]) -> list[str]:
+    """Global loads placed after the math has begun (the first MUFU.EX2). A forward kernel loads once, so each such
+    load waits behind the math of the packs already loaded instead of going out with them (ptxas did that to the fp32
+    last-dim kernel's second pack when its bias lookup got a shorter division)."""
+    math = next((i for i, ins in enumerate(instructions) if "MUFU.EX2" in ins), len(instructions))
+    return [_unpredicated(ins) for ins in instructions[math:] if _unpredicated(ins).startswith("LDG")]
+
+
 def checked_waits(code: dict[str, list[str]]) -> dict[str, list[str]]:
-    """waits_between_loads of the kernels held to it (forward and backward), by short name; only those that wait."""
+    """waits_between_loads of the kernels held to it (forward and backward), and for the forward kernels also
+    loads_after_math, by short name; only those that wait."""
     return {demangle_short(name): w for name, ins in code.items()
-            if ("Backward" in name or "Forward" in name) and (w := waits_between_loads(ins))}
+            if ("Backward" in name or "Forward" in name)
+            and (w := waits_between_loads(ins) + (loads_after_math(ins) if "Forward" in name else []))}
 
 
 def dependent_launch_findings(code: dict[str, list[str]]) -> dict[str, str]:

@@ -551,6 +551,19 @@ def test_fast_div_gives_the_planes_kernel_exact_plane_indices(bp):
                 assert bp.fast_div32(d, n) == n // d, (d, n)
 
 
+def test_fast_div31_divides_every_dividend_below_2_pow_31(bp):
+    """FastDiv::div31 (a 32-bit magic for dividends and divisors below 2^31: the forward's narrow bias lookups): every
+    divisor up to 2^12 against the dividends where a quotient steps and the largest ones, then divisors near powers of
+    two and the largest, where the magic's rounding error is largest."""
+    top = (1 << 31) - 1
+    divisors = list(range(1, 1 << 12)) + [s + k for s in (1 << p for p in range(12, 31)) for k in (-1, 0, 1)] + [top]
+    for d in divisors:
+        last = top - top % d
+        for n in {0, 1, d - 1, d, 2 * d - 1, last - 1, last, top, top - d}:
+            if 0 <= n <= top:
+                assert bp.fast_div31(d, n) == n // d, (d, n)
+
+
 # ------------------------------------------------------------------------------------ both sides of each switch, run
 
 # (dtype, x shape, bias shape, what the H200's plan is): pairs on either side of a threshold tested above.

@@ -106,16 +106,20 @@ def test_switch_points_of_the_launch_shapes(bp):
     assert {("scalar", False, 1), ("scalar", False, 2), ("periodic", False, 1)} <= shapes, sorted(shapes)
 
 
-def test_32_bit_indices_either_side_of_2_pow_32_elements(bp):
+def test_32_bit_indices_either_side_of_2_pow_31_elements(bp):
     """The dividing modes' 32-bit pack indices and lookups (fwd32BitLaunch) where no walk of every block fits: the
-    first two and last two blocks of each launch, last-dim vector and uniform biases in every dtype, a few rows either
-    side of 2^32 elements (the 32-bit and the 64-bit kernels) and of 2^34 (64-bit: 32-bit pack indices would wrap)."""
+    first two and last two blocks of each launch, last-dim vector, uniform and two-channel biases in every dtype, a few
+    rows either side of 2^31 elements (the 32-bit and the 64-bit kernels; FastDiv::div31 needs dividends below 2^31),
+    2^32 and 2^34 (64-bit: 32-bit pack indices would wrap). The plan must switch kernels exactly at 2^31."""
     cases = []
     for d, vw in PACK.items():
-        for channels, inner in ((24 * vw, 1), (3, 8 * vw), (1000, vw)):
+        for channels, inner in ((24 * vw, 1), (3, 8 * vw), (1000, vw), (5, 49), (3, vw + 2)):
             sample = channels * inner
-            for target in (1 << 32, 1 << 34):
+            for target in (1 << 31, 1 << 32, 1 << 34):
                 cases += [(d, (target // sample + side) * sample, channels, inner, True, True) for side in (-1, 1)]
     broken = [(c, why) for c, why in zip(cases, bp.prove_forward(cases, edges=True)) if why]
     assert not broken, broken
-    assert {MODES[bp.forward_plan(*c)[0]["mode"]] for c in cases} == {"last_vec", "uniform_vec"}
+    assert {MODES[bp.forward_plan(*c)[0]["mode"]] for c in cases} == {"last_vec", "uniform_vec", "span2"}
+    for c in cases:
+        body = bp.forward_plan(*c)[0]
+        assert body["narrow"] == (c[1] <= 1 << 31), (c, body)

@@ -57,9 +57,20 @@ def test_no_wide_loads_no_finding():
     assert kernel_report.waits_between_loads(["LDG.E R2, desc[UR4][R4.64]", "FADD R3, R2, 1", "MUFU.EX2 R3, R3"]) == []
 
 
+def test_a_load_after_the_math_has_begun_is_flagged():
+    """A forward kernel's second pack loaded after the first pack's exp (what ptxas made of the fp32 last-dim kernel
+    with a shorter bias division) is flagged; loads ahead of the exp are not."""
+    late = CLEAN[:3] + ["MUFU.EX2 R17, R16", "@!P1 LDG.E.128.CONSTANT R12, desc[UR4][R6.64+0x1000]"]
+    assert kernel_report.loads_after_math(late) == ["LDG.E.128.CONSTANT R12, desc[UR4][R6.64+0x1000]"]
+    assert kernel_report.loads_after_math(CLEAN) == []
+    name = "_ZN14torchtrt_swish12_GLOBAL__N_118swishForwardKernelIfLi4ELNS_6detail7FwdModeE2ELi128ELi2ELb0EEEvv"
+    assert list(kernel_report.checked_waits({name: late}).values()) == [[late[-1].removeprefix("@!P1 ")]]
+
+
 def test_kernels_issue_their_loads_first():
     """Every forward and backward kernel of csrc/kernels, compiled for sm_90, issues its first round of loads before
-    using one (the bf16 forward with a per-pack bias once converted its x packs before loading their bias)."""
+    using one (the bf16 forward with a per-pack bias once converted its x packs before loading their bias), and every
+    forward kernel issues all its loads before its math."""
     home = cuda_root()
     dump = kernel_report.cuobjdump()
     if home is None or dump is None:

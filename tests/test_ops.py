@@ -623,11 +623,11 @@ def test_forward_two_channel_packs_either_side_of_the_one_pack_limit_cuda(dtype)
 # ----------------------------------------------------------------------------- 64-bit indexing
 
 
-def _assert_rows_past(limit: int, sample: tuple, bshape: tuple) -> None:
-    """fp16 x of [rows, *sample] with just over `limit` elements: the first and last rows and random ones between get
-    the right value and the right channel's bias."""
+def _assert_rows_past(limit: int, sample: tuple, bshape: tuple, below: bool = False) -> None:
+    """fp16 x of [rows, *sample] with just over `limit` elements (below: the most rows within it): the first and last
+    rows and random ones between get the right value and the right channel's bias."""
     per_row = math.prod(sample)
-    rows = limit // per_row + 2
+    rows = limit // per_row if below else limit // per_row + 2
     n = rows * per_row
     free, _ = torch.cuda.mem_get_info()
     if free < 2 * n * 2 + (1 << 30):
@@ -638,7 +638,7 @@ def _assert_rows_past(limit: int, sample: tuple, bshape: tuple) -> None:
     torch.cuda.synchronize()
     pick = torch.cat([torch.arange(0, 4), torch.randint(0, rows, (64,)), torch.arange(rows - 4, rows)])
     _assert_close_to_reference(y[pick.cuda()].cpu(), x[pick.cuda()].cpu(), b.cpu())
-    assert (pick.max() + 1) * per_row > limit
+    assert (pick.max() + 1) * per_row > limit - (per_row if below else 0)
     del x, y
     torch.cuda.empty_cache()
 
@@ -652,11 +652,14 @@ def test_more_than_2_pow_31_elements(layout):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("limit,below", [(1 << 31, True), (1 << 31, False), (1 << 32, False)],
+                         ids=["just_below_2^31", "just_past_2^31", "past_2^32"])
 @pytest.mark.parametrize("sample,bshape", [((4104,), (4104,)), ((3, 16), (3, 1)), ((5, 49), (5, 1))],
                          ids=["last_dim", "uniform_packs", "two_channel_packs"])
-def test_more_than_2_pow_32_elements_in_the_dividing_modes(sample, bshape):
-    """Past 2^32 elements the forward's per-pack bias lookups take 64-bit index math (fwdNarrow)."""
-    _assert_rows_past(1 << 32, sample, bshape)
+def test_the_dividing_modes_either_side_of_2_pow_31_elements(sample, bshape, limit, below):
+    """The forward's per-pack bias lookups take 32-bit index math up to 2^31 elements (fwdNarrow: FastDiv::div31 at
+    its largest dividends just below), 64-bit past it and past 2^32."""
+    _assert_rows_past(limit, sample, bshape, below)
 
 
 # ----------------------------------------------------------------------------- every fp32 input

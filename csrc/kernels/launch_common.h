@@ -38,6 +38,7 @@ struct FastDiv
     uint64_t d{1};
     uint32_t mul{1};
     uint32_t shift{0};
+    uint32_t mul31{0x80000000U}; // div31's magic, ceil(2^(31 + shift) / d): below 2^32 for d < 2^31
 
     static FastDiv make(int64_t divisor)
     {
@@ -52,6 +53,10 @@ struct FastDiv
             ++f.shift;
         }
         f.mul = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << f.shift) - f.d)) / f.d + 1);
+        if (f.d < (uint64_t{1} << 31))
+        {
+            f.mul31 = static_cast<uint32_t>(((uint64_t{1} << (31 + f.shift)) + f.d - 1) / f.d);
+        }
         return f;
     }
 
@@ -63,6 +68,13 @@ struct FastDiv
             return (static_cast<uint64_t>(mulHi(n32, mul)) + n32) >> shift;
         }
         return n / d;
+    }
+
+    // n / d for n and d below 2^31, where the magic fits 32 bits: a multiply-high and a shift, no 64-bit carry.
+    // n * mul31 / 2^(31 + shift) exceeds n / d by less than n / 2^(31 + shift) < 1 / d: never the next integer.
+    TORCHTRT_SWISH_HOST_DEVICE uint32_t div31(uint32_t n) const
+    {
+        return mulHi(n + n, mul31) >> shift;
     }
 
     // n / d for callers that know n and d fit in 32 bits (block-local offsets).

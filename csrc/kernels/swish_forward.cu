@@ -59,7 +59,7 @@ __device__ __forceinline__ BiasRaw<T, kVEC, kMODE> biasLoad(T const* __restrict_
         // NCHW-like planes whose length is not a multiple of the pack (7x7, 14x14 in fp16): the pack's first
         // `split` elements take channel c, the rest the next one. Both loads hit L1 after the first pack of a
         // plane; the select costs less than the 64-bit divisions of the per-element lookup.
-        FwdSpan const sp = fwdSpan2Bias(prm, i);
+        FwdSpan const sp = fwdSpan2Bias<kNARROW>(prm, i);
         raw.v[0] = __ldg(bias + sp.c);
         raw.v[1] = __ldg(bias + sp.c1);
         raw.split = sp.split;
@@ -131,14 +131,16 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     T* __restrict__ y, int64_t nPacks, FwdParams prm)
 {
     using P = Pack<T, kVEC>;
-    // A narrow launch of a dividing mode divides in 32 bits; with two packs a thread it also takes its pack indices
-    // in 32 bits (less index math ahead of the bias loads; with one pack a thread that cost time: performance notes).
+    // A narrow launch of a dividing mode divides in 32 bits. With two packs a thread the lookups that divide packs
+    // (not kSPAN2's, which divides elements) also take 32-bit pack indices (less index math ahead of the bias loads;
+    // with one pack a thread that cost time: performance notes).
     constexpr bool kNARROW = fwdDividesPerPack(kMODE) && !kWIDE;
-    constexpr bool kN32 = kNARROW && kPPT == 2;
+    constexpr bool kPACK_LOOKUP = kMODE == Mode::kLAST_VEC || kMODE == Mode::kUNIFORM_VEC;
+    constexpr bool kN32 = kNARROW && kPACK_LOOKUP && kPPT == 2;
     // Packs computed even past the end (their loads unguarded, below) and packs computed only within it: one pack a
-    // thread, and two in the dividing modes, measured faster unguarded; the other two-pack kernels guarded
-    // (performance notes). Only the store checks the bound.
-    constexpr bool kMATH_UNGUARDED = kPPT == 1 || fwdDividesPerPack(kMODE);
+    // thread, and two in the modes that look up packs, measured faster unguarded; the other two-pack kernels guarded
+    // (kSPAN2's lost unguarded: performance notes). Only the store checks the bound.
+    constexpr bool kMATH_UNGUARDED = kPPT == 1 || kPACK_LOOKUP;
     static_assert(!kMATH_UNGUARDED || kPPT == 1 || fwdBiasPerPack(kMODE), "unguarded math needs unguarded loads");
     P in[kPPT];
 #pragma unroll

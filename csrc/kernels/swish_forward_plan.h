@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "bias_layout.h"
 #include "launch_common.h"
@@ -71,10 +72,10 @@ inline int64_t fwdOnePackLimit(DType dtype, FwdMode mode)
 }
 
 //! Whether a mode's lookup divides per pack in 32-bit arithmetic when the launch allows (fwdNarrow): those modes
-//! have 32-bit and 64-bit kernels. kSPAN2 keeps FastDiv::div (32-bit lookups were slower there: performance notes).
+//! have 32-bit and 64-bit kernels.
 TORCHTRT_SWISH_HOST_DEVICE constexpr bool fwdDividesPerPack(FwdMode m)
 {
-    return m == FwdMode::kLAST_VEC || m == FwdMode::kUNIFORM_VEC;
+    return m == FwdMode::kLAST_VEC || m == FwdMode::kUNIFORM_VEC || m == FwdMode::kSPAN2;
 }
 
 //! Whether a mode has an element-wise (pack width 1) kernel: the tail and misaligned launches use only these.
@@ -150,11 +151,12 @@ inline FwdPlan planForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool 
 
 // ------------------------------------------------------------------------------------------- the kernel's indices
 
-//! Whether every element index of a launch (and so every divisor of its bias lookup) fits 32 bits: its lookups then
-//! take FastDiv::div32, with no per-division branch to the 64-bit path (which serialized the packs' index math).
+//! Whether every element index of a launch (and so every dividend and divisor of its bias lookup) is below 2^31:
+//! its lookups then take FastDiv::div31 (div32 for kLAST_VEC), with no per-division branch to the 64-bit path (which
+//! serialized the packs' index math) and no 64-bit carry.
 TORCHTRT_SWISH_HOST_DEVICE bool fwdNarrow(FwdParams const& prm, int64_t nPacks, int vec)
 {
-    return prm.offset + nPacks * vec <= int64_t{0xffffffff};
+    return prm.offset + nPacks * vec <= int64_t{1} << 31;
 }
 
 //! Whether a launch's kernel takes its bias lookups (and, two packs a thread, its pack indices) in 32 bits: a
@@ -164,13 +166,17 @@ TORCHTRT_SWISH_HOST_DEVICE bool fwd32BitLaunch(FwdLaunch const& l)
     return fwdDividesPerPack(l.mode) && fwdNarrow(l.prm, l.nPacks, l.vec);
 }
 
-//! n / f.d, and n % f.d: in 32-bit arithmetic when the launch is narrow (fwdNarrow), else the general division.
+//! A lookup's index type: 32 bits in a narrow launch (fwdNarrow), else 64.
 template <bool kNARROW>
-TORCHTRT_SWISH_HOST_DEVICE uint64_t fwdDiv(FastDiv const& f, uint64_t n)
+using FwdIdx = std::conditional_t<kNARROW, uint32_t, uint64_t>;
+
+//! n / f.d, and n % f.d: FastDiv::div31 when the launch is narrow, else the general division.
+template <bool kNARROW>
+TORCHTRT_SWISH_HOST_DEVICE FwdIdx<kNARROW> fwdDiv(FastDiv const& f, FwdIdx<kNARROW> n)
 {
     if constexpr (kNARROW)
     {
-        return f.div32(static_cast<uint32_t>(n));
+        return f.div31(n);
     }
     else
     {
@@ -179,17 +185,9 @@ TORCHTRT_SWISH_HOST_DEVICE uint64_t fwdDiv(FastDiv const& f, uint64_t n)
 }
 
 template <bool kNARROW>
-TORCHTRT_SWISH_HOST_DEVICE uint64_t fwdMod(FastDiv const& f, uint64_t n)
+TORCHTRT_SWISH_HOST_DEVICE FwdIdx<kNARROW> fwdMod(FastDiv const& f, FwdIdx<kNARROW> n)
 {
-    if constexpr (kNARROW)
-    {
-        auto const n32 = static_cast<uint32_t>(n);
-        return n32 - f.div32(n32) * static_cast<uint32_t>(f.d);
-    }
-    else
-    {
-        return n - f.div(n) * f.d;
-    }
+    return n - fwdDiv<kNARROW>(f, n) * static_cast<FwdIdx<kNARROW>>(f.d);
 }
 
 //! Pack u of thread t of block b in a launch of `threads` x `ppt` packs a block. kNARROW: in 32-bit arithmetic,
@@ -230,10 +228,21 @@ TORCHTRT_SWISH_HOST_DEVICE int64_t fwdElement(FwdParams const& prm, int64_t p, i
 }
 
 //! kLAST_VEC: the bias element of pack p's first element (its vec elements follow).
+//! A narrow launch divides by FastDiv::div32 here: with div31, ptxas began the first pack's math before it issued the
+//! second pack's loads (fp32, two packs a thread; performance notes).
 template <bool kNARROW>
 TORCHTRT_SWISH_HOST_DEVICE int64_t fwdLastVecBias(FwdParams const& prm, int64_t p, int vec)
 {
-    return static_cast<int64_t>(fwdMod<kNARROW>(prm.byPacksPerRow, static_cast<uint64_t>(p))) * vec;
+    if constexpr (kNARROW)
+    {
+        auto const p32 = static_cast<uint32_t>(p);
+        return static_cast<int64_t>(p32 - prm.byPacksPerRow.div32(p32) * static_cast<uint32_t>(prm.byPacksPerRow.d))
+            * vec;
+    }
+    else
+    {
+        return static_cast<int64_t>(fwdMod<false>(prm.byPacksPerRow, static_cast<uint64_t>(p))) * vec;
+    }
 }
 
 //! kLAST_FIXED: the bias pack of thread t (the channel-pack count is a power of two dividing the block: a mask).
@@ -244,9 +253,9 @@ TORCHTRT_SWISH_HOST_DEVICE uint32_t fwdFixedBiasPack(FwdParams const& prm, uint3
 
 //! kUNIFORM_VEC: the one bias element of pack p.
 template <bool kNARROW>
-TORCHTRT_SWISH_HOST_DEVICE uint64_t fwdUniformBias(FwdParams const& prm, int64_t p)
+TORCHTRT_SWISH_HOST_DEVICE FwdIdx<kNARROW> fwdUniformBias(FwdParams const& prm, int64_t p)
 {
-    return fwdMod<kNARROW>(prm.byChannels, fwdDiv<kNARROW>(prm.byPacksPerRow, static_cast<uint64_t>(p)));
+    return fwdMod<kNARROW>(prm.byChannels, fwdDiv<kNARROW>(prm.byPacksPerRow, static_cast<FwdIdx<kNARROW>>(p)));
 }
 
 //! kSPAN2: the pack at element i takes bias c for its first `split` elements, c1 (the next channel) after.
@@ -257,12 +266,16 @@ struct FwdSpan
     int64_t split;
 };
 
+template <bool kNARROW>
 TORCHTRT_SWISH_HOST_DEVICE FwdSpan fwdSpan2Bias(FwdParams const& prm, int64_t i)
 {
-    uint64_t const q = prm.byPacksPerRow.div(static_cast<uint64_t>(i));
-    int64_t const split = prm.spec.inner - (i - static_cast<int64_t>(q * prm.byPacksPerRow.d));
-    uint64_t const c = q - prm.byChannels.div(q) * prm.byChannels.d;
-    return FwdSpan{c, c + 1 == prm.byChannels.d ? 0 : c + 1, split};
+    using I = FwdIdx<kNARROW>;
+    using S = std::make_signed_t<I>;
+    I const e = static_cast<I>(i);
+    I const q = fwdDiv<kNARROW>(prm.byPacksPerRow, e); // plane
+    S const split = static_cast<S>(prm.spec.inner) - static_cast<S>(e - q * static_cast<I>(prm.byPacksPerRow.d));
+    I const c = fwdMod<kNARROW>(prm.byChannels, q);
+    return FwdSpan{c, c + 1 == static_cast<I>(prm.byChannels.d) ? 0 : c + 1, split};
 }
 
 //! kPERIODIC: the bias element of element i, and where it is in its run (then fwdPeriodicNext per element).

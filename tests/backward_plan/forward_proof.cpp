@@ -47,7 +47,7 @@ int64_t biasIndexAs(FwdLaunch const& l, int64_t i, int64_t p, int k, uint32_t t,
     case FwdMode::kUNIFORM_VEC: return static_cast<int64_t>(fwdUniformBias<kNARROW>(prm, p));
     case FwdMode::kSPAN2:
     {
-        FwdSpan const sp = fwdSpan2Bias(prm, i);
+        FwdSpan const sp = fwdSpan2Bias<kNARROW>(prm, i);
         if (sp.split < 1 || static_cast<int64_t>(sp.c1) >= prm.spec.channels)
         {
             r.fail("kSPAN2 split " + std::to_string(sp.split) + ", next channel " + std::to_string(sp.c1));

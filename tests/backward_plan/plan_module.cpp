@@ -239,6 +239,7 @@ PYBIND11_MODULE(_backward_plan, m)
                 d["ppt"] = l.ppt;
                 d["packs"] = l.nPacks;
                 d["offset"] = l.prm.offset;
+                d["narrow"] = fwd32BitLaunch(l);
                 launches.append(d);
             }
             return launches;
@@ -272,4 +273,7 @@ PYBIND11_MODULE(_backward_plan, m)
     m.def(
         "fast_div32", [](int64_t divisor, uint32_t n) { return FastDiv::make(divisor).div32(n); },
         py::arg("divisor"), py::arg("n"), "FastDiv::make(divisor).div32(n), the planes kernel's plane index.");
+    m.def(
+        "fast_div31", [](int64_t divisor, uint32_t n) { return FastDiv::make(divisor).div31(n); },
+        py::arg("divisor"), py::arg("n"), "FastDiv::make(divisor).div31(n), the forward's narrow bias lookups.");
 }
