@@ -599,17 +599,18 @@ def test_forward_launch_shapes_agree_cuda(dtype, channels):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("plane,longer", [(10, torch.bfloat16), (16, torch.float32)], ids=["two_channel", "uniform"])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_forward_two_channel_packs_either_side_of_the_one_pack_limit_cuda(dtype):
-    """Planes of 10 elements (a dim-1 bias whose planes are not whole packs: packs that span two channels) on both
-    sides of the largest tensor that runs one pack per thread (2^20 packs for bf16, 2^18 for fp16 and fp32): the
-    fp64-close answer, and the same bits for the samples both tensors hold."""
+def test_forward_dim1_packs_either_side_of_the_one_pack_limit_cuda(dtype, plane, longer):
+    """Planes of 10 elements (packs that span two channels) and of 16 (a channel per pack) on both sides of the
+    largest tensor that runs one pack per thread (2^20 packs for bf16 two-channel and fp32 uniform packs, 2^18 for
+    the others): the fp64-close answer, and the same bits for the samples both tensors hold."""
     vec = 16 // torch.empty(0, dtype=dtype).element_size()
-    limit = (1 << 20) if dtype == torch.bfloat16 else (1 << 18)
-    per_sample = 4 * 10
+    limit = (1 << 20) if dtype == longer else (1 << 18)
+    per_sample = 4 * plane
     below = limit * vec // per_sample
     assert below * per_sample <= limit * vec < (below + 1) * per_sample
-    x = (torch.randn(below + 1, 4, 10, device="cuda") * 4).to(dtype)
+    x = (torch.randn(below + 1, 4, plane, device="cuda") * 4).to(dtype)
     b = torch.randn(4, 1, device="cuda", dtype=dtype)
     ys = []
     for xs in (x[:below], x):
