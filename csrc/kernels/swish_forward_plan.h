@@ -65,12 +65,10 @@ TORCHTRT_SWISH_HOST_DEVICE constexpr bool fwdHasHalfNarrowKernel(FwdMode m)
 
 //! Packs up to which a launch runs one pack per thread in 256-thread blocks (the most loads in flight for a tensor
 //! that cannot fill the chip); above, two packs per thread in 128-thread blocks. bf16 kSPAN2 keeps one pack per
-//! thread longer (its two-pack kernel holds more registers), and so does fp32 kUNIFORM_VEC (performance notes).
+//! thread longer (its two-pack kernel holds more registers).
 inline int64_t fwdOnePackLimit(DType dtype, FwdMode mode)
 {
-    bool const longer = (dtype == DType::kBFLOAT16 && mode == FwdMode::kSPAN2)
-        || (dtype == DType::kFLOAT32 && mode == FwdMode::kUNIFORM_VEC);
-    return longer ? int64_t{1} << 20 : int64_t{1} << 18;
+    return dtype == DType::kBFLOAT16 && mode == FwdMode::kSPAN2 ? int64_t{1} << 20 : int64_t{1} << 18;
 }
 
 //! Whether a mode's lookup divides per pack in 32-bit arithmetic when the launch allows (fwdNarrow): those modes
