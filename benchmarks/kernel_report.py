@@ -80,6 +80,12 @@ def _unpredicated(ins: str) -> str:
     return re.sub(r"^@!?U?P\w+\s+", "", ins.strip())
 
 
+def _math_start(instructions: list[str]) -> int:
+    """Index of the first MUFU.EX2 (the math starts with exp; an earlier MUFU.RCP can belong to an integer division
+    of the index math), or the length when there is none."""
+    return next((i for i, ins in enumerate(instructions) if "MUFU.EX2" in ins), len(instructions))
+
+
 def waits_between_loads(instructions: list[str]) -> list[str]:
     """Instructions that use a 128-bit load's result before the kernel's first round of loads has been issued.
 
@@ -89,7 +95,7 @@ def waits_between_loads(instructions: list[str]) -> list[str]:
     one after another instead of together (how the bf16 planes backward lost 10 %: the compiler put the conversions
     right behind each load pair). Returns those instructions, [] when the round is clean or the kernel has no
     128-bit loads."""
-    math = next((i for i, ins in enumerate(instructions) if "MUFU.EX2" in ins), len(instructions))
+    math = _math_start(instructions)
     loads = [i for i, ins in enumerate(instructions[:math]) if "LDG.E.128" in ins]
     if not loads:
         return []
@@ -111,8 +117,7 @@ def loads_after_math(instructions: list[str]) -> list[str]:
     """Global loads placed after the math has begun (the first MUFU.EX2). A forward kernel loads once, so each such
     load waits behind the math of the packs already loaded instead of going out with them (ptxas did that to the fp32
     last-dim kernel's second pack when its bias lookup got a shorter division)."""
-    math = next((i for i, ins in enumerate(instructions) if "MUFU.EX2" in ins), len(instructions))
-    return [_unpredicated(ins) for ins in instructions[math:] if _unpredicated(ins).startswith("LDG")]
+    return [body for ins in instructions[_math_start(instructions):] if (body := _unpredicated(ins)).startswith("LDG")]
 
 
 def checked_waits(code: dict[str, list[str]]) -> dict[str, list[str]]:
