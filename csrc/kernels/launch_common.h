@@ -94,6 +94,16 @@ private:
     }
 };
 
+// log2 of a power of two: a shift where a kernel would otherwise divide by a run-time power of two.
+TORCHTRT_SWISH_HOST_DEVICE int log2Pow2(uint32_t v)
+{
+#if defined(__CUDA_ARCH__)
+    return __ffs(static_cast<int>(v)) - 1;
+#else
+    return __builtin_ctz(v);
+#endif
+}
+
 // Blocks for a grid of `blocks`, or 0 when that exceeds INT_MAX (more than any GPU's memory could feed): the
 // launchers report 0 as an invalid configuration.
 inline unsigned gridBlocks(int64_t blocks)

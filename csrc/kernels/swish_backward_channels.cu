@@ -22,6 +22,8 @@ __global__ void __launch_bounds__(kBLOCK) swishBackwardChannelsKernel(T const* _
     T const* __restrict__ x, T* __restrict__ dx, ChannelsPlan plan, T* __restrict__ dbias)
 {
     constexpr int kPER = channelThreadPacks(kVEC);
+    // Pack offsets stay in registers for the stores, except under the 1024-thread instance's 64-register cap.
+    constexpr bool kKEEP_OFFSETS = kBLOCK <= kTHREADS;
     using P = Pack<T, kVEC>;
     __shared__ float warpSums[kBLOCK / 32];
     int const t = static_cast<int>(threadIdx.x);
@@ -35,13 +37,14 @@ __global__ void __launch_bounds__(kBLOCK) swishBackwardChannelsKernel(T const* _
     {
         P gi[kPER];
         P xi[kPER];
+        uint32_t at[kPER];
         // All loads first, unconditionally: a lane past the column's last pack reloads that pack (result unused).
 #pragma unroll
         for (int u = 0; u < kPER; ++u)
         {
-            uint32_t const at = channelsPack(plan, th.c, channelsLoadPack(plan, th.lane, u));
-            gi[u] = gp[at];
-            xi[u] = xp[at];
+            at[u] = channelsPack(plan, th.c, channelsLoadPack(plan, th.lane, u));
+            gi[u] = gp[at[u]];
+            xi[u] = xp[at[u]];
         }
         // The math in batches of kCHANNEL_MATH_ELEMS elements (one range check of the exact divide each, where a
         // branch per single-element pack serialized them; larger batches spill under the 1024-thread register cap),
@@ -76,7 +79,8 @@ __global__ void __launch_bounds__(kBLOCK) swishBackwardChannelsKernel(T const* _
                         out.v[k] = Cvt<T>::fromF(v[u * kVEC + k]);
                         acc += gf[u * kVEC + k];
                     }
-                    dp[channelsPack(plan, th.c, j)] = out; // recomputed: kept offsets spill
+                    // The load's offset (j is inside the column), or recomputed where kept offsets spill.
+                    dp[kKEEP_OFFSETS ? at[u0 + u] : channelsPack(plan, th.c, j)] = out;
                 }
             }
         }

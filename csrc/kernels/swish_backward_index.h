@@ -252,8 +252,9 @@ struct ChannelsThread
 
 TORCHTRT_SWISH_HOST_DEVICE ChannelsThread channelsThread(ChannelsPlan const& p, uint32_t b, int t)
 {
-    int64_t const groups = p.blockThreads / p.threads;
-    return ChannelsThread{static_cast<int64_t>(b) * groups + t / p.threads, t & (p.threads - 1)};
+    int const shift = log2Pow2(static_cast<uint32_t>(p.threads)); // threads: a power of two (planChannels)
+    int64_t const groups = p.blockThreads >> shift;
+    return ChannelsThread{static_cast<int64_t>(b) * groups + (t >> shift), t & (p.threads - 1)};
 }
 
 //! Column pack u of a lane: lanes take consecutive packs, u a group's width apart (coalesced loads).

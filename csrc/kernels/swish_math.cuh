@@ -78,9 +78,11 @@ __device__ __forceinline__ float rcpApproxFtz(float v)
 // in the forward for every x below -22, -inf included) and num <= 2^64 (false for +inf). Tiny |x| needs none:
 // below 2^-32 the denominator is exactly 2, and halving is exact at any magnitude, subnormals included. The
 // residual is taken as den * q0 - num and subtracted, not as num - den * q0 and added: the same rounding (negation
-// is exact), and 0 / den keeps its sign without a select. tests/test_ops.py runs all 2^32 fp32 inputs of both the
-// forward (with a zero and an inexact bias) and the backward against PyTorch's kernels on the GPU.
-template <int kN>
+// is exact), and 0 / den keeps its sign without a select. kUNIT: every num is 1 (the backward's 1 / den), so q0 is
+// r1 itself (1 * r1 is exact, and a NaN r1 gives a NaN q either way); the compiler keeps a multiply by 1 written
+// with __fmul_rn. tests/test_ops.py runs all 2^32 fp32 inputs of both the forward (with a zero and an inexact bias)
+// and the backward against PyTorch's kernels on the GPU.
+template <bool kUNIT = false, int kN>
 __device__ __forceinline__ void divRnAll(float const (&num)[kN], float const (&den)[kN], float (&q)[kN])
 {
     bool fast = true;
@@ -89,7 +91,7 @@ __device__ __forceinline__ void divRnAll(float const (&num)[kN], float const (&d
     {
         float const r0 = rcpApproxFtz(den[k]);
         float const r1 = __fmaf_rn(r0, __fmaf_rn(-den[k], r0, 1.0f), r0);
-        float const q0 = __fmul_rn(num[k], r1);
+        float const q0 = kUNIT ? r1 : __fmul_rn(num[k], r1);
         q[k] = __fmaf_rn(-r1, __fmaf_rn(den[k], q0, -num[k]), q0);
         fast &= den[k] <= 0x1p32f && num[k] <= 0x1p64f;
     }
@@ -191,7 +193,7 @@ __device__ __forceinline__ void swishGradAll(float const (&g)[kN], float (&x)[kN
         {
             one[k] = 1.0f;
         }
-        divRnAll(one, d, s);
+        divRnAll<true>(one, d, s);
     }
     else
     {
