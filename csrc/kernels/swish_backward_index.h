@@ -269,9 +269,10 @@ TORCHTRT_SWISH_HOST_DEVICE int channelsLoadPack(ChannelsPlan const& p, int lane,
     return minOf(channelsColumnPack(p, lane, u), p.columnPacks - 1);
 }
 
+static_assert(kCHANNELS_MOST < (int64_t{1} << 31), "channelsPack: div31 takes dividends and divisors below 2^31");
+
 //! Where column pack j of channel c lies in x, g and dx, in packs: sample o = j / innerPacks, its plane o * C + c
 //! (31 bits: the tensor has at most kCHANNELS_MOST elements, so div31's magic fits and needs no carry).
-static_assert(kCHANNELS_MOST < (int64_t{1} << 31), "channelsPack: div31 takes dividends and divisors below 2^31");
 TORCHTRT_SWISH_HOST_DEVICE uint32_t channelsPack(ChannelsPlan const& p, int64_t c, int j)
 {
     auto const ip = static_cast<uint32_t>(p.innerPacks);
