@@ -5,7 +5,8 @@ the SASS. Prints a Markdown table; the vectorized kernels (pack width 4 for fp32
 128-bit global loads and stores (LDG.E.128 / STG.E.128) for x, g, y and dx, and the forward kernels that small
 fp16/bf16 tensors take on purpose (pack width 4, 8 bytes) only 64-bit ones (LDG.E.64 / STG.E.64). "loads first":
 whether a kernel issues its first round of 128-bit loads before it uses any of them (waits_between_loads); --check
-(and tests/test_kernel_report.py) hold the forward and backward kernels to it.
+(and tests/test_kernel_report.py) hold the forward and backward kernels to it, and the channels kernels to index math
+without 64-bit carries.
 
 Usage: python benchmarks/kernel_report.py [--arch 90] [--check]
 """
@@ -57,6 +58,8 @@ def demangle_short(name: str) -> str:
         tag += " " + modes[int(mode.group(1))]
     if len(nums) >= 3:
         tag += f" t{nums[1]} ppt{nums[2]}"  # block size, packs per thread
+    elif kern == "swishBackwardChannelsKernel" and len(nums) == 2:
+        tag += f" t{nums[1]}"  # the instance's most threads a block
     if kern == "swishForwardKernel" and "Lb1E" in rest:
         tag += " wide"  # 64-bit bias lookups
     return tag
@@ -146,6 +149,15 @@ def dependent_launch_findings(code: dict[str, list[str]]) -> dict[str, str]:
     return out
 
 
+def carry_findings(code: dict[str, list[str]]) -> dict[str, list[str]]:
+    """64-bit adds with carry (IADD3.X) in the channels kernels, by short kernel name; only the kernels that have
+    any. Their tensors have at most 2^22 elements, so every offset fits 31 bits and `FastDiv::div31` divides without a
+    carry; a carry there is index math gone 64-bit (`div32` took one per pack, 7 % of the fp32 7x7 backward: f3 in
+    docs/performance-notes.md)."""
+    return {demangle_short(name): c for name, ins in code.items() if "BackwardChannelsKernel" in name
+            and (c := [b for i in ins if (b := _unpredicated(i)).startswith("IADD3.X")])}
+
+
 def compile_kernels(arch: str, nvcc: str, dump: str) -> tuple[dict[str, dict], dict[str, list[str]]]:
     """Compile csrc/kernels/*.cu for sm_<arch>: ptxas resources per kernel and each kernel's SASS instructions."""
     ptxas_log, sass = "", ""
@@ -215,9 +227,12 @@ def main() -> int:
     deps = dependent_launch_findings(code)
     for name, why in deps.items():
         print(f"kernel_report: {name} {why}")
+    carries = carry_findings(code)
+    for name, found in carries.items():
+        print(f"kernel_report: {name} adds with carry ({len(found)}x {found[0]})")
     if args.check and failed:
         print(f"kernel_report: loads wait on earlier loads in {', '.join(failed)}")
-    return 1 if args.check and (failed or deps) else 0
+    return 1 if args.check and (failed or deps or carries) else 0
 
 
 if __name__ == "__main__":

@@ -113,3 +113,25 @@ def test_backward_kernels_pair_their_dependent_launch():
     assert sum("finalizeColumnsKernel" in name for name in code) >= 2, sorted(code)
     assert sum(("BackwardRows" in n or "BackwardCols" in n or "BackwardPlanes" in n) for n in code) >= 18, sorted(code)
     assert kernel_report.dependent_launch_findings(code) == {}
+
+
+def test_carry_detector():
+    """A predicated or plain IADD3.X in a channels kernel is flagged, by name; other kernels and other adds are not."""
+    ch = "_ZN14torchtrt_swish6detail12_GLOBAL__N_127swishBackwardChannelsKernelIfLi1ELi256EEEvPKT_S5_PS3_NS0_12ChannelsPlanES4_"
+    rows = "_ZN14torchtrt_swish6detail12_GLOBAL__N_123swishBackwardRowsKernelIfLi4EEEvPKT_S5_PS3_NS0_8RowsPlanEPf"
+    carry = ["IMAD.HI.U32 R3, P0, R13, UR10, R12", "@!P1 IADD3.X R12, RZ, RZ, RZ, P0, !PT", "IADD3 R4, R4, R37, RZ"]
+    assert kernel_report.carry_findings({ch: carry, rows: carry}) == {
+        kernel_report.demangle_short(ch): ["IADD3.X R12, RZ, RZ, RZ, P0, !PT"]}
+    assert kernel_report.carry_findings({ch: [carry[2]]}) == {}
+
+
+def test_channels_kernels_index_in_32_bits():
+    """Every channels kernel (fp32 in three pack widths, fp16 and bf16 in four, two block caps each) computes its pack
+    offsets without a 64-bit carry (FastDiv::div31: the kernel takes at most 2^22 elements)."""
+    home = cuda_root()
+    dump = kernel_report.cuobjdump()
+    if home is None or dump is None:
+        pytest.skip("needs nvcc (CUDA toolkit) and cuobjdump (CUDA toolkit or triton's wheel)")
+    _, code = kernel_report.compile_kernels("90", str(home / "bin" / "nvcc"), dump)
+    assert sum("BackwardChannelsKernel" in name for name in code) == 22, sorted(code)
+    assert kernel_report.carry_findings(code) == {}
