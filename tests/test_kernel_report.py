@@ -27,6 +27,16 @@ CLEAN = [
 ]
 
 
+@pytest.fixture(scope="module")
+def code():
+    """SASS of every kernel of csrc/kernels compiled for sm_90, once for the module's checks of the real kernels."""
+    home = cuda_root()
+    dump = kernel_report.cuobjdump()
+    if home is None or dump is None:
+        pytest.skip("needs nvcc (CUDA toolkit) and cuobjdump (CUDA toolkit or triton's wheel)")
+    return kernel_report.compile_kernels("90", str(home / "bin" / "nvcc"), dump)[1]
+
+
 def test_clean_round_passes():
     """Address math between the loads and conversions after the last one are fine."""
     assert kernel_report.waits_between_loads(CLEAN) == []
@@ -67,15 +77,10 @@ def test_a_load_after_the_math_has_begun_is_flagged():
     assert list(kernel_report.checked_waits({name: late}).values()) == [[late[-1].removeprefix("@!P1 ")]]
 
 
-def test_kernels_issue_their_loads_first():
+def test_kernels_issue_their_loads_first(code):
     """Every forward and backward kernel of csrc/kernels, compiled for sm_90, issues its first round of loads before
     using one (the bf16 forward with a per-pack bias once converted its x packs before loading their bias), and every
     forward kernel issues all its loads before its math."""
-    home = cuda_root()
-    dump = kernel_report.cuobjdump()
-    if home is None or dump is None:
-        pytest.skip("needs nvcc (CUDA toolkit) and cuobjdump (CUDA toolkit or triton's wheel)")
-    _, code = kernel_report.compile_kernels("90", str(home / "bin" / "nvcc"), dump)
     backward = [name for name in code if "Backward" in name]
     assert len(backward) >= 12, sorted(code)  # rows, planes, columns and unfused, three dtypes, packed
     forward = [name for name in code if "Forward" in name]
@@ -102,14 +107,9 @@ def test_dependent_launch_pairing_detector():
         "does not let the column sums launch (griddepcontrol.launch_dependents)"]
 
 
-def test_backward_kernels_pair_their_dependent_launch():
+def test_backward_kernels_pair_their_dependent_launch(code):
     """Every fused backward main kernel (rows, columns, planes; three dtypes, two pack widths) lets the column sums
     launch early, and both column-sum kernels wait for it before reading the partial sums."""
-    home = cuda_root()
-    dump = kernel_report.cuobjdump()
-    if home is None or dump is None:
-        pytest.skip("needs nvcc (CUDA toolkit) and cuobjdump (CUDA toolkit or triton's wheel)")
-    _, code = kernel_report.compile_kernels("90", str(home / "bin" / "nvcc"), dump)
     assert sum("finalizeColumnsKernel" in name for name in code) >= 2, sorted(code)
     assert sum(("BackwardRows" in n or "BackwardCols" in n or "BackwardPlanes" in n) for n in code) >= 18, sorted(code)
     assert kernel_report.dependent_launch_findings(code) == {}
@@ -125,13 +125,8 @@ def test_carry_detector():
     assert kernel_report.carry_findings({ch: [carry[2]]}) == {}
 
 
-def test_channels_kernels_index_in_32_bits():
+def test_channels_kernels_index_in_32_bits(code):
     """Every channels kernel (fp32 in three pack widths, fp16 and bf16 in four, two block caps each) computes its pack
     offsets without a 64-bit carry (FastDiv::div31: the kernel takes at most 2^22 elements)."""
-    home = cuda_root()
-    dump = kernel_report.cuobjdump()
-    if home is None or dump is None:
-        pytest.skip("needs nvcc (CUDA toolkit) and cuobjdump (CUDA toolkit or triton's wheel)")
-    _, code = kernel_report.compile_kernels("90", str(home / "bin" / "nvcc"), dump)
     assert sum("BackwardChannelsKernel" in name for name in code) == 22, sorted(code)
     assert kernel_report.carry_findings(code) == {}
