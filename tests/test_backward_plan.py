@@ -24,6 +24,7 @@ THREADS = 256
 UNROLL = 4
 ROW_CHUNK_PACKS = THREADS * UNROLL * 2  # most packs one rows-kernel block reduces
 COL_BLOCK_ELEMS = 65536  # most elements one columns-kernel block covers
+COL_BLOCKS_PER_SM = 3  # columns-kernel blocks per SM a small tensor is cut into (its resident blocks)
 PLANE_PACKS = THREADS * 4  # most packs one planes-kernel block covers (four per thread)
 FINAL_THREADS = 1024  # most threads of a column-sum block
 SUM_LANE_ROWS = 4  # rows per column-sum thread that a one-stage sum aims for
@@ -114,12 +115,12 @@ def expected_rows(dtype, n, aligned=True, sms=H200_SMS):
 
 
 def expected_cols(dtype, n, row_len, group, aligned=True, sms=H200_SMS):
-    """Columns plan over rows of row_len elements: about two blocks per SM, 256 packs to 64K elements per block,
+    """Columns plan over rows of row_len elements: about three blocks per SM, 256 packs to 64K elements per block,
     tiles of col_tile_packs, whole steps of rows; one partial row per block row."""
     vw = PACK[dtype]
     vec = vw if aligned and row_len % vw == 0 else 1
     packs = row_len // vec
-    block_elems = min(max(n // (2 * sms), THREADS * vec), COL_BLOCK_ELEMS)
+    block_elems = min(max(n // (COL_BLOCKS_PER_SM * sms), THREADS * vec), COL_BLOCK_ELEMS)
     tile = col_tile_packs(packs)
     per_step_rows = THREADS // tile
     steps = max(1, ceil_div(block_elems, per_step_rows * tile * vec))
@@ -387,14 +388,15 @@ def test_rows_pack_width_needs_alignment_and_whole_packs(bp, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_columns_blocks_cap_at_64k_elements(bp, dtype):
-    """Last-dim bias of 1024: blocks of 64K elements at the most (a 2^28-element tensor), fewer for two blocks per
+    """Last-dim bias of 1024: blocks of 64K elements at the most (a 2^28-element tensor), fewer for three blocks per
     SM below that, one step of rows at the least."""
     vw = PACK[dtype]
     rows_per_step = THREADS // 8  # 8-pack tiles: 1024 columns divide into them
-    for n in (1 << 28, 2 * H200_SMS * COL_BLOCK_ELEMS, 2 * H200_SMS * COL_BLOCK_ELEMS // 2, 1024 * 4):
+    for n in (1 << 28, COL_BLOCKS_PER_SM * H200_SMS * COL_BLOCK_ELEMS, COL_BLOCKS_PER_SM * H200_SMS * COL_BLOCK_ELEMS // 2,
+              1024 * 4):
         got = check_plan(bp, dtype, n, 1024, 1)
         block = got["cols"]["rows_per_block"] * got["cols"]["tile_packs"] * vw
-        assert block == max(min(n // (2 * H200_SMS), COL_BLOCK_ELEMS), rows_per_step * 8 * vw), (n, got)
+        assert block == max(min(n // (COL_BLOCKS_PER_SM * H200_SMS), COL_BLOCK_ELEMS), rows_per_step * 8 * vw), (n, got)
     assert check_plan(bp, dtype, 1 << 28, 1024, 1)["blocks"] == (1 << 28) // COL_BLOCK_ELEMS
 
 

@@ -29,6 +29,7 @@ namespace detail {
 constexpr int64_t kROW_CHUNK_PACKS = static_cast<int64_t>(kTHREADS) * kUNROLL * 2;
 // Elements per block in the columns kernel.
 constexpr int64_t kCOL_BLOCK_ELEMS = 65536; // amortizes the per-block reduction and partial write
+constexpr int64_t kCOL_BLOCKS_PER_SM = 3;    // the columns kernel's resident blocks (kMIN_BLOCKS)
 constexpr int kFINAL_THREADS = 1024;
 constexpr int kPLANE_PPT = 4;
 constexpr int kPLANE_PACKS = kTHREADS * kPLANE_PPT; // packs per block of the planes kernel at the most
@@ -139,9 +140,11 @@ inline void planCols(FusedPlan& plan, int64_t n, int64_t rowLen, int64_t group, 
     plan.vec = aligned && rowLen % vw == 0 ? vw : 1;
     c.group = group;
     c.packsPerRow = rowLen / plan.vec;
-    // About two blocks per SM for small tensors, rounded up so the grid fits in one wave of the three resident
-    // blocks per SM (a second, partial wave is mostly idle), 64K elements per block at the most.
-    int64_t const blockElems = std::clamp<int64_t>(n / (2 * sms), kTHREADS * plan.vec, kCOL_BLOCK_ELEMS);
+    // About three blocks per SM for small tensors (the most that stay resident, so the most loads in flight),
+    // rounded up so the grid fits in one wave (a second, partial wave is mostly idle), 64K elements per block at the
+    // most.
+    int64_t const blockElems = std::clamp<int64_t>(n / (kCOL_BLOCKS_PER_SM * sms), kTHREADS * plan.vec,
+        kCOL_BLOCK_ELEMS);
     c.tilePacks = colTilePacks(c.packsPerRow);
     c.tiles = (c.packsPerRow + c.tilePacks - 1) / c.tilePacks;
     c.rowsPerStep = kTHREADS / c.tilePacks;
