@@ -3,8 +3,9 @@
 Needs no GPU: nvcc -Xptxas -v for the resource report and cuobjdump (the toolkit's, or the copy Triton ships) for
 the SASS. Prints a Markdown table; the vectorized kernels (pack width 4 for fp32, 8 for fp16/bf16) must show only
 128-bit global loads and stores (LDG.E.128 / STG.E.128) for x, g, y and dx, and the forward kernels that small
-fp16/bf16 tensors take on purpose (pack width 4, 8 bytes) only 64-bit ones (LDG.E.64 / STG.E.64). "loads first":
-whether a kernel issues its first round of 128-bit loads before it uses any of them (waits_between_loads); --check
+fp16/bf16 tensors take on purpose (pack width 4, 8 bytes: forward and columns backward) only 64-bit ones (LDG.E.64 /
+STG.E.64). "loads first": whether a kernel issues its first round of vector loads (its widest: 128-bit, else 64-bit)
+before it uses any of them (waits_between_loads); --check
 (and tests/test_kernel_report.py) hold the forward and backward kernels to it, and the channels kernels to index math
 without 64-bit carries.
 
@@ -90,27 +91,29 @@ def _math_start(instructions: list[str]) -> int:
 
 
 def waits_between_loads(instructions: list[str]) -> list[str]:
-    """Instructions that use a 128-bit load's result before the kernel's first round of loads has been issued.
+    """Instructions that use a vector load's result before the kernel's first round of loads has been issued.
 
-    The round is every LDG.E.128 from the first one up to the first MUFU.EX2 (the math starts with exp; an earlier
-    MUFU.RCP can belong to an integer division of the index math). An instruction in between that reads a register
-    such a load wrote makes the warp wait for that load before it can issue the next one, so a thread's loads go out
-    one after another instead of together (how the bf16 planes backward lost 10 %: the compiler put the conversions
-    right behind each load pair). Returns those instructions, [] when the round is clean or the kernel has no
-    128-bit loads."""
+    The round is every load of the kernel's widest vector width (LDG.E.128, or LDG.E.64 in the 8-byte fp16/bf16
+    kernels) from the first one up to the first MUFU.EX2 (the math starts with exp; an earlier MUFU.RCP can belong to
+    an integer division of the index math). An instruction in between that reads a register such a load wrote makes
+    the warp wait for that load before it can issue the next one, so a thread's loads go out one after another
+    instead of together (how the bf16 planes backward lost 10 %: the compiler put the conversions right behind each
+    load pair). Returns those instructions, [] when the round is clean or the kernel has no vector loads."""
     math = _math_start(instructions)
-    loads = [i for i, ins in enumerate(instructions[:math]) if "LDG.E.128" in ins]
-    if not loads:
+    wide = next((w for w in ("LDG.E.128", "LDG.E.64") if any(w in ins for ins in instructions[:math])), None)
+    if wide is None:
         return []
+    loads = [i for i, ins in enumerate(instructions[:math]) if wide in ins]
+    width = 4 if wide == "LDG.E.128" else 2  # registers one load writes
     loaded: set[int] = set()
     bad = []
     for ins in instructions[loads[0]:loads[-1] + 1]:
         body = _unpredicated(ins)
         op, _, operands = body.partition(" ")
         dest, _, sources = operands.partition(",")
-        if op.startswith("LDG.E.128"):
+        if op.startswith(wide):
             r = int(re.match(r"\s*R(\d+)", dest).group(1))
-            loaded.update(range(r, r + 4))
+            loaded.update(range(r, r + width))
         elif not op.startswith("LDG") and _regs(sources if not op.startswith(("STG", "STS")) else operands) & loaded:
             bad.append(body)
     return bad

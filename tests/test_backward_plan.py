@@ -116,9 +116,13 @@ def expected_rows(dtype, n, aligned=True, sms=H200_SMS):
 
 def expected_cols(dtype, n, row_len, group, aligned=True, sms=H200_SMS):
     """Columns plan over rows of row_len elements: about three blocks per SM, 256 packs to 64K elements per block,
-    tiles of col_tile_packs, whole steps of rows; one partial row per block row."""
+    tiles of col_tile_packs, whole steps of rows; one partial row per block row. fp16/bf16 tensors too small for
+    three blocks per SM even of 8-byte packs take those."""
     vw = PACK[dtype]
     vec = vw if aligned and row_len % vw == 0 else 1
+    # fp16/bf16 so small that even 8-byte blocks sit at their 256-pack floor: 8-byte packs, twice the blocks
+    if vec == 8 and group == 1 and n // (COL_BLOCKS_PER_SM * sms) < THREADS * 4:
+        vec = 4
     packs = row_len // vec
     block_elems = min(max(n // (COL_BLOCKS_PER_SM * sms), THREADS * vec), COL_BLOCK_ELEMS)
     tile = col_tile_packs(packs)
@@ -390,14 +394,27 @@ def test_rows_pack_width_needs_alignment_and_whole_packs(bp, dtype):
 def test_columns_blocks_cap_at_64k_elements(bp, dtype):
     """Last-dim bias of 1024: blocks of 64K elements at the most (a 2^28-element tensor), fewer for three blocks per
     SM below that, one step of rows at the least."""
-    vw = PACK[dtype]
-    rows_per_step = THREADS // 8  # 8-pack tiles: 1024 columns divide into them
-    for n in (1 << 28, COL_BLOCKS_PER_SM * H200_SMS * COL_BLOCK_ELEMS, COL_BLOCKS_PER_SM * H200_SMS * COL_BLOCK_ELEMS // 2,
-              1024 * 4):
+    at_cap = COL_BLOCKS_PER_SM * H200_SMS * COL_BLOCK_ELEMS
+    for n in (1 << 28, at_cap, at_cap // 2, 1024 * 4):
         got = check_plan(bp, dtype, n, 1024, 1)
-        block = got["cols"]["rows_per_block"] * got["cols"]["tile_packs"] * vw
-        assert block == max(min(n // (COL_BLOCKS_PER_SM * H200_SMS), COL_BLOCK_ELEMS), rows_per_step * 8 * vw), (n, got)
+        vec = got["vec"]  # 8-byte fp16/bf16 packs for the smallest (test_small_half_columns_take_8_byte_packs)
+        block = got["cols"]["rows_per_block"] * got["cols"]["tile_packs"] * vec
+        assert block == max(min(n // (COL_BLOCKS_PER_SM * H200_SMS), COL_BLOCK_ELEMS), THREADS * vec), (n, got)
     assert check_plan(bp, dtype, 1 << 28, 1024, 1)["blocks"] == (1 << 28) // COL_BLOCK_ELEMS
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_small_half_columns_take_8_byte_packs(bp, dtype):
+    """Where even blocks of 8-byte packs sit at their 256-pack floor (n / 396 < 1024 on 132 SMs), fp16/bf16 columns
+    take 8-byte packs: twice the blocks, one pack a thread. Above, 16-byte packs (channels_last [8,1152,7,7] lost with
+    8-byte ones); fp32 keeps its packs."""
+    edge = COL_BLOCKS_PER_SM * H200_SMS * THREADS * 4  # 405504 elements: 396 rows of 1024
+    assert check_plan(bp, dtype, edge, 1024, 1)["vec"] == 8
+    assert check_plan(bp, dtype, edge - 1024, 1024, 1)["vec"] == 4
+    assert check_plan(bp, dtype, 64 * 4096, 4096, 1)["vec"] == 4  # rows wider than a block too
+    assert check_plan(bp, dtype, 8 * 49 * 1152, 1152, 1)["vec"] == 8
+    assert check_plan(bp, dtype, 2 * 16 * 56 * 56, 16, 1)["blocks"] == 98  # 49 with 16-byte packs
+    assert check_plan(bp, "float32", edge // 2 - 1024, 1024, 1)["vec"] == 4
 
 
 def test_column_tiles(bp):

@@ -63,8 +63,22 @@ def test_writing_a_register_the_load_also_wrote_is_not_a_use():
 
 
 def test_no_wide_loads_no_finding():
-    """Scalar kernels (no 128-bit loads) have no round to check."""
+    """Scalar kernels (no vector loads) have no round to check."""
     assert kernel_report.waits_between_loads(["LDG.E R2, desc[UR4][R4.64]", "FADD R3, R2, 1", "MUFU.EX2 R3, R3"]) == []
+
+
+def test_8_byte_rounds_are_checked():
+    """The 8-byte fp16/bf16 kernels' round of LDG.E.64: a load writes two registers, so a use of the second one
+    before the next load is flagged and a use of the register past it is not."""
+    eight = [ins.replace("LDG.E.128", "LDG.E.64") for ins in CLEAN]
+    assert kernel_report.waits_between_loads(eight) == []
+    second = eight[:3] + ["PRMT R20, R9, 0x7732, RZ"] + eight[3:]
+    assert kernel_report.waits_between_loads(second) == ["PRMT R20, R9, 0x7732, RZ"]
+    past = eight[:3] + ["PRMT R20, R10, 0x7732, RZ"] + eight[3:]
+    assert kernel_report.waits_between_loads(past) == []
+    # With 128-bit loads in the kernel, its 64-bit ones (a bias pack) are not the round.
+    mixed = CLEAN[:3] + ["LDG.E.64 R20, desc[UR4][R2.64]", "FADD R22, R21, 1"] + CLEAN[3:]
+    assert kernel_report.waits_between_loads(mixed) == []
 
 
 def test_a_load_after_the_math_has_begun_is_flagged():

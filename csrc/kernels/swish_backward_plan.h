@@ -138,13 +138,19 @@ inline void planCols(FusedPlan& plan, int64_t n, int64_t rowLen, int64_t group, 
 {
     ColsPlan& c = plan.cols;
     plan.vec = aligned && rowLen % vw == 0 ? vw : 1;
-    c.group = group;
-    c.packsPerRow = rowLen / plan.vec;
     // About three blocks per SM for small tensors (the most that stay resident, so the most loads in flight),
     // rounded up so the grid fits in one wave (a second, partial wave is mostly idle), 64K elements per block at the
-    // most.
-    int64_t const blockElems = std::clamp<int64_t>(n / (kCOL_BLOCKS_PER_SM * sms), kTHREADS * plan.vec,
-        kCOL_BLOCK_ELEMS);
+    // most. fp16/bf16 tensors so small that even blocks of 8-byte packs sit at their floor (a pack a thread) take
+    // those: twice the blocks for the same packs a thread (where 8-byte packs only halved the pack, they lost:
+    // performance notes).
+    int64_t const want = n / (kCOL_BLOCKS_PER_SM * sms);
+    if (plan.vec == 8 && group == 1 && want < kTHREADS * plan.vec / 2)
+    {
+        plan.vec = 4;
+    }
+    c.group = group;
+    c.packsPerRow = rowLen / plan.vec;
+    int64_t const blockElems = std::clamp<int64_t>(want, kTHREADS * plan.vec, kCOL_BLOCK_ELEMS);
     c.tilePacks = colTilePacks(c.packsPerRow);
     c.tiles = (c.packsPerRow + c.tilePacks - 1) / c.tilePacks;
     c.rowsPerStep = kTHREADS / c.tilePacks;

@@ -229,9 +229,18 @@ void launchRowsKernel(MainLaunch<T> const& l)
 template <typename T>
 void launchColsKernel(MainLaunch<T> const& l)
 {
-    byPackWidth(l, [&](auto v) {
+    auto const launch = [&](auto v) {
         swishBackwardColsKernel<T, decltype(v)::value><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx, l.plan.cols, l.partial);
-    });
+    };
+    if constexpr (sizeof(T) == 2)
+    {
+        if (l.plan.vec == 4) // small tensors' 8-byte packs (planCols)
+        {
+            launch(std::integral_constant<int, 4>{});
+            return;
+        }
+    }
+    byPackWidth(l, launch);
 }
 
 template void launchRowsKernel(MainLaunch<float> const&);

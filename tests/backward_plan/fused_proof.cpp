@@ -712,8 +712,10 @@ std::string proveFused(DType dtype, int64_t n, BiasSpec spec, bool aligned, int 
         }
         return r.first;
     }
-    // Packs of 16 bytes; the channels kernel's may be narrower (a power of two dividing a plane: its walk checks that).
-    bool const narrower = plan.kind == FusedKind::kCHANNELS && vecWidth(dtype) % plan.vec == 0;
+    // Packs of 16 bytes; the channels kernel's may be narrower (a power of two dividing a plane: its walk checks that),
+    // and the ungrouped columns kernel has fp16/bf16 kernels of 8-byte packs.
+    bool const narrower = (plan.kind == FusedKind::kCHANNELS && vecWidth(dtype) % plan.vec == 0)
+        || (plan.kind == FusedKind::kCOLS && plan.cols.group == 1 && vecWidth(dtype) == 8 && plan.vec == 4);
     if (plan.vec != 1 && (!aligned || (plan.vec != vecWidth(dtype) && !narrower)))
     {
         r.fail("pack width " + std::to_string(plan.vec) + (aligned ? "" : " on misaligned pointers"));

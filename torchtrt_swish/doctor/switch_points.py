@@ -76,11 +76,13 @@ def _batches(limit: int) -> list[int]:
     return out
 
 
-# The planner sizes blocks for about two per SM, between a floor and a cap (swish_backward_plan.h): rows chunks of
-# 256 to 2048 packs of 256 threads, column blocks of 256 packs to 64K elements, planes blocks of 256 to 1024 packs.
-# Where n / (2 sms) crosses them the block shapes change on one GPU and not on another.
+# The planner sizes blocks between a floor and a cap (swish_backward_plan.h): for about two per SM rows chunks of 256
+# to 2048 packs of 256 threads and planes blocks of 256 to 1024 packs, for about three per SM column blocks of 256
+# packs to 64K elements (fp16/bf16 take 8-byte packs below the floor of those). Where n / (2 sms) or n / (3 sms)
+# crosses them the block shapes change on one GPU and not on another.
 def _size_edges(sms: int, vec: int) -> tuple[int, ...]:
-    return tuple(2 * sms * e for e in (256 * vec, 1024 * vec, 2048 * vec, 65536))
+    return (tuple(2 * sms * e for e in (256 * vec, 1024 * vec, 2048 * vec))
+            + tuple(3 * sms * e for e in (128 * vec, 256 * vec, 65536)))
 
 
 def switch_point_cases(sms: int, max_elems: int = 1 << 24) -> list[Case]:
@@ -95,7 +97,7 @@ def switch_point_cases(sms: int, max_elems: int = 1 << 24) -> list[Case]:
         grid = _batches(limit)
         plans = {b: plan_of(dtype, b, sample, kind, sms) for b in grid}
         vec = 4 if dtype == "float32" else 8
-        found = {grid[0]} | {b for edge in _size_edges(sms, vec) for b in (edge // per, edge // per + 1)
+        found = {grid[0]} | {b for edge in _size_edges(sms, vec) for b in range(edge // per - 1, edge // per + 2)
                              if 1 <= b <= limit}
         for lo, hi in zip(grid, grid[1:]):
             if plans[lo] == plans[hi]:
