@@ -2,12 +2,11 @@
 
 Needs no GPU: nvcc -Xptxas -v for the resource report and cuobjdump (the toolkit's, or the copy Triton ships) for
 the SASS. Prints a Markdown table; the vectorized kernels (pack width 4 for fp32, 8 for fp16/bf16) must show only
-128-bit global loads and stores (LDG.E.128 / STG.E.128) for x, g, y and dx, and the forward kernels that small
-fp16/bf16 tensors take on purpose (pack width 4, 8 bytes: forward and columns backward) only 64-bit ones (LDG.E.64 /
+128-bit global loads and stores (LDG.E.128 / STG.E.128) for x, g, y and dx, and the kernels that small fp16/bf16
+tensors take on purpose (pack width 4, 8 bytes: forward and columns backward) only 64-bit ones (LDG.E.64 /
 STG.E.64). "loads first": whether a kernel issues its first round of vector loads (its widest: 128-bit, else 64-bit)
-before it uses any of them (waits_between_loads); --check
-(and tests/test_kernel_report.py) hold the forward and backward kernels to it, and the channels kernels to index math
-without 64-bit carries.
+before it uses any of them (waits_between_loads); --check (and tests/test_kernel_report.py) hold the forward and
+backward kernels to it, and the channels kernels to index math without 64-bit carries.
 
 Usage: python benchmarks/kernel_report.py [--arch 90] [--check]
 """

@@ -239,7 +239,7 @@ inline void planPlanes(FusedPlan& plan, int64_t n, BiasSpec spec, bool aligned, 
     for (int64_t vec = aligned && inner >= vw ? vw : 1;; vec = 1)
     {
         int64_t const most = int64_t{kPLANE_PACKS} * vec;
-        // About two blocks per SM for small tensors, as the other fused kernels; whole packs; one block at the most.
+        // About two blocks per SM for small tensors, as the rows kernel; whole packs; one block at the most.
         // A plane longer than that is split even where a block could hold it, so that a small tensor fills the SMs.
         int64_t const want = std::clamp<int64_t>(n / (2 * sms) / vec * vec, int64_t{kTHREADS} * vec, most);
         int64_t const planeGroup = vec / std::gcd(inner, vec);   // planes that add up to whole packs
