@@ -99,11 +99,11 @@ def waits_between_loads(instructions: list[str]) -> list[str]:
     instead of together (how the bf16 planes backward lost 10 %: the compiler put the conversions right behind each
     load pair). Returns those instructions, [] when the round is clean or the kernel has no vector loads."""
     math = _math_start(instructions)
-    wide = next((w for w in ("LDG.E.128", "LDG.E.64") if any(w in ins for ins in instructions[:math])), None)
+    widths = {"LDG.E.128": 4, "LDG.E.64": 2}  # registers one load writes
+    wide = next((w for w in widths if any(w in ins for ins in instructions[:math])), None)
     if wide is None:
         return []
     loads = [i for i, ins in enumerate(instructions[:math]) if wide in ins]
-    width = 4 if wide == "LDG.E.128" else 2  # registers one load writes
     loaded: set[int] = set()
     bad = []
     for ins in instructions[loads[0]:loads[-1] + 1]:
@@ -112,7 +112,7 @@ def waits_between_loads(instructions: list[str]) -> list[str]:
         dest, _, sources = operands.partition(",")
         if op.startswith(wide):
             r = int(re.match(r"\s*R(\d+)", dest).group(1))
-            loaded.update(range(r, r + width))
+            loaded.update(range(r, r + widths[wide]))
         elif not op.startswith("LDG") and _regs(sources if not op.startswith(("STG", "STS")) else operands) & loaded:
             bad.append(body)
     return bad

@@ -144,7 +144,7 @@ inline void planCols(FusedPlan& plan, int64_t n, int64_t rowLen, int64_t group, 
     // those: twice the blocks for the same packs a thread (where 8-byte packs only halved the pack, they lost:
     // performance notes).
     int64_t const want = n / (kCOL_BLOCKS_PER_SM * sms);
-    if (plan.vec == 8 && group == 1 && want < kTHREADS * plan.vec / 2)
+    if (plan.vec == vecWidth(DType::kFLOAT16) && group == 1 && want < kTHREADS * plan.vec / 2)
     {
         plan.vec = 4;
     }

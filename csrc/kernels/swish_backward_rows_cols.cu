@@ -234,9 +234,10 @@ void launchColsKernel(MainLaunch<T> const& l)
     };
     if constexpr (sizeof(T) == 2)
     {
-        if (l.plan.vec == 4) // small tensors' 8-byte packs (planCols)
+        constexpr int kHALF = 16 / sizeof(T) / 2; // small tensors' 8-byte packs (planCols)
+        if (l.plan.vec == kHALF)
         {
-            launch(std::integral_constant<int, 4>{});
+            launch(std::integral_constant<int, kHALF>{});
             return;
         }
     }
