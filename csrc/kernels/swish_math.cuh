@@ -68,15 +68,25 @@ __device__ __forceinline__ float rcpApproxFtz(float v)
     return r;
 }
 
+// 1 + exp(-v), bit-identical to __fadd_rn(1.0f, expf(-v)) (PyTorch's denominator) but written so that the compiler
+// contracts expf's last multiply with the add into one FMA: expf ends by scaling the hardware exp2 of a remainder by
+// a normal power of two, so that product is exact unless it overflows (the sum is inf either way) or underflows
+// (below 2^-126: the sum is 1 either way).
+__device__ __forceinline__ float onePlusExpNeg(float v)
+{
+    return 1.0f + expf(-v);
+}
+
 // q[k] = num[k] / den[k] rounded to nearest, bit-identical to __fdiv_rn, for the quotients swish divides: den =
 // 1 + exp(-num) in the forward, num = 1 in the backward (den >= 1 or NaN in both). __fdiv_rn per element compiles
 // to the hardware fast path (reciprocal estimate, one Newton step, one residual correction) behind a range check
 // (FCHK) and a branch to a slow path; each branch is a convergence region, so a pack's divisions ran one after
 // another, which made the fp32 kernels latency-bound at small sizes. Here the same fast path runs for the whole
 // pack with no branch, and one range check per pack sends the pack to __fdiv_rn if any element is outside the
-// range where the fast path is exact. That range needs two compares per element: den <= 2^32 (false for NaN, and
-// in the forward for every x below -22, -inf included) and num <= 2^64 (false for +inf). Tiny |x| needs none:
-// below 2^-32 the denominator is exactly 2, and halving is exact at any magnitude, subnormals included. The
+// range where the fast path is exact: den <= 2^32 and num <= 2^64. The backward checks den (false for NaN and for
+// x below -22). The forward checks |num| <= 22, one compare instead of two: it implies den <= 1 + e^22 < 2^32, and
+// it is false for NaN and both infinities (+inf has den 1, but its residual inf - inf is NaN). Tiny |x| needs no
+// bound: below 2^-32 the denominator is exactly 2, and halving is exact at any magnitude, subnormals included. The
 // residual is taken as den * q0 - num and subtracted, not as num - den * q0 and added: the same rounding (negation
 // is exact), and 0 / den keeps its sign without a select. kUNIT: every num is 1 (the backward's 1 / den), so q0 is
 // r1 itself (1 * r1 is exact, and a NaN r1 gives a NaN q either way); the compiler keeps a multiply by 1 written
@@ -93,7 +103,7 @@ __device__ __forceinline__ void divRnAll(float const (&num)[kN], float const (&d
         float const r1 = __fmaf_rn(r0, __fmaf_rn(-den[k], r0, 1.0f), r0);
         float const q0 = kUNIT ? r1 : __fmul_rn(num[k], r1);
         q[k] = __fmaf_rn(-r1, __fmaf_rn(den[k], q0, -num[k]), q0);
-        fast &= den[k] <= 0x1p32f && num[k] <= 0x1p64f;
+        fast &= kUNIT ? den[k] <= 0x1p32f : fabsf(num[k]) <= 22.0f;
     }
     if (!fast)
     {
@@ -145,7 +155,7 @@ __device__ __forceinline__ void swishBiasAll(float (&v)[kN], float const (&b)[kN
 #pragma unroll
         for (int k = 0; k < kN; ++k)
         {
-            d[k] = __fadd_rn(1.0f, expf(-v[k]));
+            d[k] = onePlusExpNeg(v[k]);
         }
         float q[kN];
         divRnAll(v, d, q);
@@ -161,7 +171,7 @@ __device__ __forceinline__ void swishBiasAll(float (&v)[kN], float const (&b)[kN
 #pragma unroll
         for (int k = 0; k < kN; ++k)
         {
-            d[k] = 1.0f + expf(-v[k]);
+            d[k] = onePlusExpNeg(v[k]);
         }
         float r[kN];
         rcpAll(d, r);
@@ -183,7 +193,7 @@ __device__ __forceinline__ void swishGradAll(float const (&g)[kN], float (&x)[kN
 #pragma unroll
     for (int k = 0; k < kN; ++k)
     {
-        d[k] = __fadd_rn(1.0f, expf(-x[k]));
+        d[k] = onePlusExpNeg(x[k]);
     }
     if constexpr (sizeof(T) == 4)
     {
