@@ -160,6 +160,35 @@ def carry_findings(code: dict[str, list[str]]) -> dict[str, list[str]]:
             and (c := [b for i in ins if (b := _unpredicated(i)).startswith("IADD3.X")])}
 
 
+def split_denominators(instructions: list[str]) -> list[str]:
+    """The first reader of each MUFU.EX2 result, where it is not one FFMA adding 1 (`2^j * exp2(r) + 1`,
+    swish_math.cuh's onePlusExpNeg; a MOV is followed to its copy): expf's scaling left as an FMUL, then `+ 1` as an FADD, one instruction more an
+    element (what the fp32 kernels compiled to while the sum was written with __fadd_rn)."""
+    out = []
+    for i, ins in enumerate(instructions):
+        body = _unpredicated(ins)
+        if not body.startswith("MUFU.EX2"):
+            continue
+        r = int(re.match(r"MUFU\.EX2 R(\d+)", body).group(1))
+        for later in instructions[i + 1:]:
+            use = _unpredicated(later)
+            dest, _, sources = use.partition(" ")[2].partition(",")
+            if r in _regs(sources):
+                if use.startswith("MOV "):  # a register shuffle: follow the copy
+                    r = int(re.match(r"\s*R(\d+)", dest).group(1))
+                    continue
+                if not (use.startswith("FFMA") and use.endswith(", 1")):
+                    out.append(use)
+                break
+    return out
+
+
+def denominator_findings(code: dict[str, list[str]]) -> dict[str, list[str]]:
+    """split_denominators of every forward and backward kernel, by short name; only those that have any."""
+    return {demangle_short(name): f for name, ins in code.items()
+            if ("Backward" in name or "Forward" in name) and (f := split_denominators(ins))}
+
+
 def compile_kernels(arch: str, nvcc: str, dump: str) -> tuple[dict[str, dict], dict[str, list[str]]]:
     """Compile csrc/kernels/*.cu for sm_<arch>: ptxas resources per kernel and each kernel's SASS instructions."""
     ptxas_log, sass = "", ""
@@ -203,8 +232,8 @@ def compile_kernels(arch: str, nvcc: str, dump: str) -> tuple[dict[str, dict], d
 
 
 def main() -> int:
-    """Compile, parse, print; with --check, exit 1 when a kernel's first round of loads waits on itself or the
-    backward's dependent launch is not paired."""
+    """Compile, parse, print; with --check, exit 1 when a kernel's first round of loads waits on itself, the
+    backward's dependent launch is not paired, a channels kernel carries, or a denominator takes two instructions."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--arch", default="90")
     ap.add_argument("--check", action="store_true", help="exit 1 if a kernel's 'loads first' is not ok")
@@ -232,9 +261,12 @@ def main() -> int:
     carries = carry_findings(code)
     for name, found in carries.items():
         print(f"kernel_report: {name} adds with carry ({len(found)}x {found[0]})")
+    split = denominator_findings(code)
+    for name, found in split.items():
+        print(f"kernel_report: {name} scales exp2 apart from adding 1 ({len(found)}x {found[0]})")
     if args.check and failed:
         print(f"kernel_report: loads wait on earlier loads in {', '.join(failed)}")
-    return 1 if args.check and (failed or deps or carries) else 0
+    return 1 if args.check and (failed or deps or carries or split) else 0
 
 
 if __name__ == "__main__":

@@ -144,3 +144,29 @@ def test_channels_kernels_index_in_32_bits(code):
     offsets without a 64-bit carry (FastDiv::div31: the kernel takes at most 2^22 elements)."""
     assert sum("BackwardChannelsKernel" in name for name in code) == 22, sorted(code)
     assert kernel_report.carry_findings(code) == {}
+
+
+def test_split_denominator_detector():
+    """An exp2 result scaled by an FMUL and then given its 1 by an FADD is flagged at the FMUL; the one FFMA `2^j * e +
+    1` is not (through a register copy too), an FFMA with another addend is, and an exp2 nobody reads is not."""
+    fused = ["MUFU.EX2 R18, R18", "SHF.L.U32 R19, R0, 0x17, RZ", "FFMA R19, R19, R18, 1"]
+    split = ["MUFU.EX2 R18, R18", "SHF.L.U32 R19, R0, 0x17, RZ", "FMUL R16, R19, R18", "FADD R16, R16, 1"]
+    other = ["MUFU.EX2 R18, R18", "FFMA R19, R19, R18, R2"]
+    moved = ["MUFU.EX2 R75, R18", "MOV R60, R75", "FFMA R19, R19, R60, 1"]
+    assert kernel_report.split_denominators(fused) == []
+    assert kernel_report.split_denominators(moved) == []
+    assert kernel_report.split_denominators(moved[:2] + split[2:]) == []  # the copy R60 is not what FMUL reads
+    assert kernel_report.split_denominators(moved[:2] + ["FMUL R16, R19, R60"]) == ["FMUL R16, R19, R60"]
+    assert kernel_report.split_denominators(["@P0 MUFU.EX2 R18, R18"]) == []
+    assert kernel_report.split_denominators(split) == ["FMUL R16, R19, R18"]
+    assert kernel_report.split_denominators(other) == ["FFMA R19, R19, R18, R2"]
+    name = "_ZN14torchtrt_swish12_GLOBAL__N_118swishForwardKernelIfLi4ELNS_6detail7FwdModeE2ELi128ELi2ELb0EEEvv"
+    assert list(kernel_report.denominator_findings({name: split, "otherKernel": split}).values()) == [
+        ["FMUL R16, R19, R18"]]
+
+
+def test_every_denominator_is_one_fma(code):
+    """In every forward and backward kernel (fp32 included, whose sum PyTorch rounds on its own: the contraction gives
+    the same bits, swish_math.cuh) each exp2 result is first read by the FFMA that scales it and adds 1."""
+    assert sum("MUFU.EX2" in i for name in code if "Forward" in name for i in code[name]) >= 42 * 4, sorted(code)
+    assert kernel_report.denominator_findings(code) == {}
