@@ -161,9 +161,9 @@ def carry_findings(code: dict[str, list[str]]) -> dict[str, list[str]]:
 
 
 def split_denominators(instructions: list[str]) -> list[str]:
-    """The first reader of each MUFU.EX2 result, where it is not one FFMA adding 1 (`2^j * exp2(r) + 1`,
-    swish_math.cuh's onePlusExpNeg; a MOV is followed to its copy): expf's scaling left as an FMUL, then `+ 1` as an FADD, one instruction more an
-    element (what the fp32 kernels compiled to while the sum was written with __fadd_rn)."""
+    """The first reader of each MUFU.EX2 result (through register copies), where it is not one FFMA adding 1
+    (`2^j * exp2(r) + 1`, swish_math.cuh's onePlusExpNeg): expf's scaling left as an FMUL, then `+ 1` as an FADD, one
+    instruction more an element (what the fp32 kernels compiled to while the sum was written with __fadd_rn)."""
     out = []
     for i, ins in enumerate(instructions):
         body = _unpredicated(ins)
