@@ -92,6 +92,10 @@ __device__ __forceinline__ float onePlusExpNeg(float v)
 // r1 itself (1 * r1 is exact, and a NaN r1 gives a NaN q either way); the compiler keeps a multiply by 1 written
 // with __fmul_rn. tests/test_ops.py runs all 2^32 fp32 inputs of both the forward (with a zero and an inexact bias)
 // and the backward against PyTorch's kernels on the GPU.
+// The forward's fast-path bound on |x|: den = 1 + exp(-x) <= 1 + e^22 stays below 2^32 with room for expf's error.
+constexpr float kDIV_FAST_MAX_ABS_X = 22.0f;
+static_assert(kDIV_FAST_MAX_ABS_X * 1.4426950408889634 < 31.9, "1 + exp(kDIV_FAST_MAX_ABS_X) must stay below 2^32");
+
 template <bool kUNIT = false, int kN>
 __device__ __forceinline__ void divRnAll(float const (&num)[kN], float const (&den)[kN], float (&q)[kN])
 {
@@ -103,7 +107,7 @@ __device__ __forceinline__ void divRnAll(float const (&num)[kN], float const (&d
         float const r1 = __fmaf_rn(r0, __fmaf_rn(-den[k], r0, 1.0f), r0);
         float const q0 = kUNIT ? r1 : __fmul_rn(num[k], r1);
         q[k] = __fmaf_rn(-r1, __fmaf_rn(den[k], q0, -num[k]), q0);
-        fast &= kUNIT ? den[k] <= 0x1p32f : fabsf(num[k]) <= 22.0f;
+        fast &= kUNIT ? den[k] <= 0x1p32f : fabsf(num[k]) <= kDIV_FAST_MAX_ABS_X;
     }
     if (!fast)
     {
