@@ -1,10 +1,12 @@
 """The analysis tools under tools/ that compare the two swish variants of a network, run on the CPU at smoke sizes
-(the H200 runs them at full size through tools/device_gpu_check.sh)."""
+(the H200 runs them at full size through tools/device_gpu_check.sh), and the forward A/B's CUDA sources, compiled."""
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
+from tools_native import ROOT, cuda_root
 
 from benchmarks import networks
 from tools import host_ops
@@ -33,3 +35,16 @@ def test_host_ops_rejects_bad_arguments(argv, message, capsys):
         host_ops.main(argv)
     assert e.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("src", sorted((ROOT / "tools" / "ab_forward").glob("*.cu")), ids=lambda p: p.name)
+def test_forward_ab_sources_compile(src, tmp_path):
+    """tools/ab_forward's CUDA sources (the launcher behind ab_forward.py's ctypes, the per-graph-node timing) compile
+    for sm_90 against the tree's swish_forward.cu, as the H200 scripts build them: no GPU needed to find them broken."""
+    home = cuda_root()
+    if home is None:
+        pytest.skip("needs nvcc (the CUDA toolkit the build used)")
+    cmd = [str(home / "bin" / "nvcc"), "-std=c++17", "-O3", "-arch=sm_90", "-c", "-Xcompiler", "-fPIC",
+           f"-I{ROOT / 'csrc' / 'kernels'}", f"-I{ROOT / 'csrc'}", str(src), "-o", str(tmp_path / "out.o")]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -1,0 +1,97 @@
+// What one graph node of the forward costs beside a kernel that does next to nothing (performance notes, h3/h4: the
+// smallest rows' kernels are level with compile's by duration but not per node in a graph). Times a CUDA graph of
+// 50 back-to-back launches each of: an empty kernel, a float4 add over the same bytes, and the launcher of whichever
+// swish_forward.cu comes first on the include path (the tree's, or a variant folder's, as ab_forward.cu) on fp32 and
+// fp16 [2,16,56,56] with a per-channel bias and fp32 with a scalar one. Prints the best of 30 replays per node.
+// H200: nvcc -std=c++17 -O3 -arch=sm_90 [-Ivariant] -Icsrc/kernels -Icsrc tools/ab_forward/graph_node.cu -o /tmp/gn
+#include "swish_forward.cu"
+
+#include <cstdio>
+#include <functional>
+
+namespace {
+
+__global__ void emptyKernel() {}
+
+__global__ void __launch_bounds__(256) addKernel(float4 const* __restrict__ x, float4* __restrict__ y, int n, float b)
+{
+    int const i = blockIdx.x * 256 + threadIdx.x;
+    if (i < n)
+    {
+        float4 a = x[i];
+        a.x += b;
+        a.y += b;
+        a.z += b;
+        a.w += b;
+        y[i] = a;
+    }
+}
+
+float usPerNode(std::function<void(cudaStream_t)> const& launch, cudaStream_t s)
+{
+    constexpr int kNODES = 50;
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+    for (int r = 0; r < kNODES; ++r)
+    {
+        launch(s);
+    }
+    cudaStreamEndCapture(s, &g);
+    cudaGraphInstantiate(&ge, g, 0);
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    for (int w = 0; w < 3; ++w)
+    {
+        cudaGraphLaunch(ge, s);
+    }
+    float best = 1e9f;
+    for (int r = 0; r < 30; ++r)
+    {
+        cudaEventRecord(a, s);
+        cudaGraphLaunch(ge, s);
+        cudaEventRecord(b, s);
+        cudaEventSynchronize(b);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, a, b);
+        best = ms < best ? ms : best;
+    }
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    return best * 1000.0f / kNODES;
+}
+
+} // namespace
+
+int main()
+{
+    using torchtrt_swish::BiasSpec;
+    using torchtrt_swish::DType;
+    int const n = 2 * 16 * 56 * 56;
+    float *x, *y, *bias;
+    cudaMalloc(&x, n * sizeof(float));
+    cudaMalloc(&y, n * sizeof(float));
+    cudaMalloc(&bias, 16 * sizeof(float));
+    cudaMemset(x, 0, n * sizeof(float));
+    cudaMemset(bias, 0, 16 * sizeof(float));
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    auto forward = [&](DType t, BiasSpec spec) {
+        return [=](cudaStream_t st) { torchtrt_swish::launchSwishForward(t, x, bias, y, n, spec, st); };
+    };
+    for (int round = 0; round < 3; ++round)
+    {
+        std::printf("us per node: empty %.3f, float4 add %.3f, fp32 per-channel %.3f, fp32 scalar %.3f, "
+                    "fp16 per-channel %.3f\n",
+            usPerNode([](cudaStream_t st) { emptyKernel<<<98, 256, 0, st>>>(); }, s),
+            usPerNode([&](cudaStream_t st) {
+                addKernel<<<(n / 4 + 255) / 256, 256, 0, st>>>(reinterpret_cast<float4*>(x),
+                    reinterpret_cast<float4*>(y), n / 4, 1.0f);
+            }, s),
+            usPerNode(forward(DType::kFLOAT32, BiasSpec{16, 56 * 56}), s),
+            usPerNode(forward(DType::kFLOAT32, BiasSpec{1, 1}), s),
+            usPerNode(forward(DType::kFLOAT16, BiasSpec{16, 56 * 56}), s));
+    }
+    return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
