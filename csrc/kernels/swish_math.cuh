@@ -77,6 +77,10 @@ __device__ __forceinline__ float onePlusExpNeg(float v)
     return 1.0f + expf(-v);
 }
 
+// The forward's fast-path bound on |x|: den = 1 + exp(-x) <= 1 + e^22 stays below 2^32 with room for expf's error.
+constexpr float kDIV_FAST_MAX_ABS_X = 22.0f;
+static_assert(kDIV_FAST_MAX_ABS_X * 1.4426950408889634 < 31.9, "1 + exp(kDIV_FAST_MAX_ABS_X) must stay below 2^32");
+
 // q[k] = num[k] / den[k] rounded to nearest, bit-identical to __fdiv_rn, for the quotients swish divides: den =
 // 1 + exp(-num) in the forward, num = 1 in the backward (den >= 1 or NaN in both). __fdiv_rn per element compiles
 // to the hardware fast path (reciprocal estimate, one Newton step, one residual correction) behind a range check
@@ -92,10 +96,6 @@ __device__ __forceinline__ float onePlusExpNeg(float v)
 // r1 itself (1 * r1 is exact, and a NaN r1 gives a NaN q either way); the compiler keeps a multiply by 1 written
 // with __fmul_rn. tests/test_ops.py runs all 2^32 fp32 inputs of both the forward (with a zero and an inexact bias)
 // and the backward against PyTorch's kernels on the GPU.
-// The forward's fast-path bound on |x|: den = 1 + exp(-x) <= 1 + e^22 stays below 2^32 with room for expf's error.
-constexpr float kDIV_FAST_MAX_ABS_X = 22.0f;
-static_assert(kDIV_FAST_MAX_ABS_X * 1.4426950408889634 < 31.9, "1 + exp(kDIV_FAST_MAX_ABS_X) must stay below 2^32");
-
 template <bool kUNIT = false, int kN>
 __device__ __forceinline__ void divRnAll(float const (&num)[kN], float const (&den)[kN], float (&q)[kN])
 {

@@ -7,9 +7,20 @@
 #include "swish_forward.cu"
 
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 
 namespace {
+
+// Ends the program on a CUDA error: a failed launch or capture would otherwise print a time for nothing.
+void check(cudaError_t e, char const* what)
+{
+    if (e != cudaSuccess)
+    {
+        std::fprintf(stderr, "graph_node: %s: %s\n", what, cudaGetErrorString(e));
+        std::exit(1);
+    }
+}
 
 __global__ void emptyKernel() {}
 
@@ -32,16 +43,16 @@ float usPerNode(std::function<void(cudaStream_t)> const& launch, cudaStream_t s)
     constexpr int kNODES = 50;
     cudaGraph_t g;
     cudaGraphExec_t ge;
-    cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+    check(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "capture");
     for (int r = 0; r < kNODES; ++r)
     {
         launch(s);
     }
-    cudaStreamEndCapture(s, &g);
-    cudaGraphInstantiate(&ge, g, 0);
+    check(cudaStreamEndCapture(s, &g), "capture");
+    check(cudaGraphInstantiate(&ge, g, 0), "instantiate");
     cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
+    check(cudaEventCreate(&a), "event");
+    check(cudaEventCreate(&b), "event");
     for (int w = 0; w < 3; ++w)
     {
         cudaGraphLaunch(ge, s);
@@ -52,11 +63,13 @@ float usPerNode(std::function<void(cudaStream_t)> const& launch, cudaStream_t s)
         cudaEventRecord(a, s);
         cudaGraphLaunch(ge, s);
         cudaEventRecord(b, s);
-        cudaEventSynchronize(b);
+        check(cudaEventSynchronize(b), "replay");
         float ms = 0;
         cudaEventElapsedTime(&ms, a, b);
         best = ms < best ? ms : best;
     }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
     return best * 1000.0f / kNODES;
@@ -70,15 +83,17 @@ int main()
     using torchtrt_swish::DType;
     int const n = 2 * 16 * 56 * 56;
     float *x, *y, *bias;
-    cudaMalloc(&x, n * sizeof(float));
-    cudaMalloc(&y, n * sizeof(float));
-    cudaMalloc(&bias, 16 * sizeof(float));
+    check(cudaMalloc(&x, n * sizeof(float)), "malloc");
+    check(cudaMalloc(&y, n * sizeof(float)), "malloc");
+    check(cudaMalloc(&bias, 16 * sizeof(float)), "malloc");
     cudaMemset(x, 0, n * sizeof(float));
     cudaMemset(bias, 0, 16 * sizeof(float));
     cudaStream_t s;
     cudaStreamCreate(&s);
     auto forward = [&](DType t, BiasSpec spec) {
-        return [=](cudaStream_t st) { torchtrt_swish::launchSwishForward(t, x, bias, y, n, spec, st); };
+        return [=](cudaStream_t st) {
+            check(torchtrt_swish::launchSwishForward(t, x, bias, y, n, spec, st), "forward");
+        };
     };
     for (int round = 0; round < 3; ++round)
     {
