@@ -2,7 +2,9 @@
 // smallest rows' kernels are level with compile's by duration but not per node in a graph). Times a CUDA graph of
 // 50 back-to-back launches each of: an empty kernel, a float4 add over the same bytes, and the launcher of whichever
 // swish_forward.cu comes first on the include path (the tree's, or a variant folder's, as ab_forward.cu) on fp32 and
-// fp16 [2,16,56,56] with a per-channel bias and fp32 with a scalar one. Prints the best of 30 replays per node.
+// fp16 [2,16,56,56] with a per-channel bias and fp32 with a scalar one; and, to tell shape from math from parameters,
+// the op's exact math and inductor's in inductor's launch shape and the exact math in the op's shape with pointer
+// parameters. Prints the best of 30 replays per node.
 // H200: nvcc -std=c++17 -O3 -arch=sm_90 [-Ivariant] -Icsrc/kernels -Icsrc tools/ab_forward/graph_node.cu -o /tmp/gn
 #include "swish_forward.cu"
 
@@ -35,6 +37,58 @@ __global__ void __launch_bounds__(256) addKernel(float4 const* __restrict__ x, f
         a.z += b;
         a.w += b;
         y[i] = a;
+    }
+}
+
+// NCHW [2,16,56,56]'s channel of element i with the plane size as a compile-time constant, as inductor specializes it.
+__device__ __forceinline__ int channelOf(int i)
+{
+    return (i / (56 * 56)) % 16;
+}
+
+// Two elements a thread in 256-thread blocks (inductor's shape for this tensor), the op's exact fp32 math or
+// inductor's (exp2 and reciprocal estimates): which of shape and math sets the cost of a node.
+template <bool kEXACT>
+__global__ void __launch_bounds__(256) swish2Kernel(float2 const* __restrict__ x, float const* __restrict__ bias,
+    float2* __restrict__ y, int n2)
+{
+    int const i = blockIdx.x * 256 + threadIdx.x;
+    if (i < n2)
+    {
+        float2 const a = x[i];
+        float v[2] = {a.x, a.y};
+        float b[2] = {bias[channelOf(2 * i)], bias[channelOf(2 * i + 1)]};
+        if constexpr (kEXACT)
+        {
+            torchtrt_swish::detail::swishBiasAll<float>(v, b);
+        }
+        else
+        {
+#pragma unroll
+            for (int k = 0; k < 2; ++k)
+            {
+                float const e = exp2f(-v[k] * 1.4426950408889634f);
+                v[k] = v[k] * __frcp_rn(1.0f + e) + b[k];
+            }
+        }
+        y[i] = make_float2(v[0], v[1]);
+    }
+}
+
+// The op's exact math on one 16-byte pack a thread in its 256-thread blocks, with three pointer parameters and a
+// constant plane size: the launcher's kernel less its parameter block and run-time lookups.
+__global__ void __launch_bounds__(256) swish4Kernel(float4 const* __restrict__ x, float const* __restrict__ bias,
+    float4* __restrict__ y, int n4)
+{
+    int const i = blockIdx.x * 256 + threadIdx.x;
+    if (i < n4)
+    {
+        float4 const a = x[i];
+        float const c = bias[channelOf(4 * i)];
+        float v[4] = {a.x, a.y, a.z, a.w};
+        float b[4] = {c, c, c, c};
+        torchtrt_swish::detail::swishBiasAll<float>(v, b);
+        y[i] = make_float4(v[0], v[1], v[2], v[3]);
     }
 }
 
@@ -95,8 +149,29 @@ int main()
             check(torchtrt_swish::launchSwishForward(t, x, bias, y, n, spec, st), "forward");
         };
     };
+    auto two = [&](bool exact) {
+        return [=](cudaStream_t st) {
+            auto const* x2 = reinterpret_cast<float2 const*>(x);
+            auto* y2 = reinterpret_cast<float2*>(y);
+            if (exact)
+            {
+                swish2Kernel<true><<<(n / 2 + 255) / 256, 256, 0, st>>>(x2, bias, y2, n / 2);
+            }
+            else
+            {
+                swish2Kernel<false><<<(n / 2 + 255) / 256, 256, 0, st>>>(x2, bias, y2, n / 2);
+            }
+        };
+    };
     for (int round = 0; round < 3; ++round)
     {
+        std::printf("us per node: empty 196 blocks %.3f, 2-element exact %.3f, 2-element inductor math %.3f, "
+                    "4-element exact, pointer parameters %.3f\n",
+            usPerNode([](cudaStream_t st) { emptyKernel<<<196, 256, 0, st>>>(); }, s), usPerNode(two(true), s),
+            usPerNode(two(false), s), usPerNode([&](cudaStream_t st) {
+                swish4Kernel<<<(n / 4 + 255) / 256, 256, 0, st>>>(reinterpret_cast<float4 const*>(x), bias,
+                    reinterpret_cast<float4*>(y), n / 4);
+            }, s));
         std::printf("us per node: empty %.3f, float4 add %.3f, fp32 per-channel %.3f, fp32 scalar %.3f, "
                     "fp16 per-channel %.3f\n",
             usPerNode([](cudaStream_t st) { emptyKernel<<<98, 256, 0, st>>>(); }, s),
