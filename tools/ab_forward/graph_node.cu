@@ -67,8 +67,7 @@ __global__ void __launch_bounds__(256) swish2Kernel(float2 const* __restrict__ x
 #pragma unroll
             for (int k = 0; k < 2; ++k)
             {
-                float const e = exp2f(-v[k] * 1.4426950408889634f);
-                v[k] = v[k] * __frcp_rn(1.0f + e) + b[k];
+                v[k] = v[k] * __fdividef(1.0f, 1.0f + __expf(-v[k])) + b[k]; // ex2.approx, div.full
             }
         }
         y[i] = make_float2(v[0], v[1]);
