@@ -148,26 +148,18 @@ int main()
             check(torchtrt_swish::launchSwishForward(t, x, bias, y, n, spec, st), "forward");
         };
     };
-    auto two = [&](bool exact) {
+    auto two = [&](decltype(&swish2Kernel<true>) kernel) {
         return [=](cudaStream_t st) {
-            auto const* x2 = reinterpret_cast<float2 const*>(x);
-            auto* y2 = reinterpret_cast<float2*>(y);
-            if (exact)
-            {
-                swish2Kernel<true><<<(n / 2 + 255) / 256, 256, 0, st>>>(x2, bias, y2, n / 2);
-            }
-            else
-            {
-                swish2Kernel<false><<<(n / 2 + 255) / 256, 256, 0, st>>>(x2, bias, y2, n / 2);
-            }
+            kernel<<<(n / 2 + 255) / 256, 256, 0, st>>>(reinterpret_cast<float2 const*>(x), bias,
+                reinterpret_cast<float2*>(y), n / 2);
         };
     };
     for (int round = 0; round < 3; ++round)
     {
         std::printf("us per node: empty 196 blocks %.3f, 2-element exact %.3f, 2-element inductor math %.3f, "
                     "4-element exact, pointer parameters %.3f\n",
-            usPerNode([](cudaStream_t st) { emptyKernel<<<196, 256, 0, st>>>(); }, s), usPerNode(two(true), s),
-            usPerNode(two(false), s), usPerNode([&](cudaStream_t st) {
+            usPerNode([](cudaStream_t st) { emptyKernel<<<196, 256, 0, st>>>(); }, s), usPerNode(two(swish2Kernel<true>), s),
+            usPerNode(two(swish2Kernel<false>), s), usPerNode([&](cudaStream_t st) {
                 swish4Kernel<<<(n / 4 + 255) / 256, 256, 0, st>>>(reinterpret_cast<float4 const*>(x), bias,
                     reinterpret_cast<float4*>(y), n / 4);
             }, s));
