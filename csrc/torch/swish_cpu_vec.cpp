@@ -156,11 +156,15 @@ inline Vectorized<double> swishGrad(Vectorized<double> const& g, Vectorized<doub
 // prefetchers, stopping at page boundaries, would reach late (numbers: docs/performance-notes.md).
 constexpr int64_t kPREFETCH_BYTES = 4096;
 
-//! Prefetches p's element k + kPREFETCH_BYTES ahead (no fault past the end of an array).
+//! kPREFETCH_BYTES in elements of T.
 template <typename T>
-C10_ALWAYS_INLINE void prefetchAhead(T const* p, int64_t k)
+constexpr int64_t kPREFETCH_AHEAD = kPREFETCH_BYTES / static_cast<int64_t>(sizeof(T));
+
+//! Prefetches p's element k + ahead (no fault past the end of an array).
+template <typename T>
+C10_ALWAYS_INLINE void prefetchAhead(T const* p, int64_t k, int64_t ahead = kPREFETCH_AHEAD<T>)
 {
-    __builtin_prefetch(p + k + kPREFETCH_BYTES / static_cast<int64_t>(sizeof(T)));
+    __builtin_prefetch(p + k + ahead);
 }
 
 //! out[k] = op(a[k], b[k]) (or op(a[k], b[0]) when kBroadcastB) for k in [0, len), in the compute type (fp32 for
@@ -299,18 +303,18 @@ inline std::array<VD, 2> widen(VF const& v)
 }
 
 //! dx = swishGrad(g, x) over [0, len), each loaded vector of g (as fp32) handed to sumVec(k, gf); returns where the
-//! whole vectors end (the caller sums the rest of g itself).
+//! whole vectors end (the caller sums the rest of g itself). Prefetches `ahead` elements ahead of each vector.
 template <typename T, typename SumVec>
-int64_t gradRunSum(T const* g, T const* x, T* dx, int64_t len, SumVec&& sumVec)
+int64_t gradRunSum(T const* g, T const* x, T* dx, int64_t len, int64_t ahead, SumVec&& sumVec)
 {
     using V = Vectorized<T>;
     constexpr int64_t kW = V::size();
     int64_t k = 0;
     for (; k + kW <= len; k += kW)
     {
-        prefetchAhead(g, k);
-        prefetchAhead(x, k);
-        prefetchAhead(dx, k);
+        prefetchAhead(g, k, ahead);
+        prefetchAhead(x, k, ahead);
+        prefetchAhead(dx, k, ahead);
         V const gv = V::loadu(g + k);
         V const xv = V::loadu(x + k);
         if constexpr (std::is_same_v<T, float>)
@@ -348,7 +352,7 @@ void gradRunLaneSum(T const* g, T const* x, T* dx, int64_t len, double (&lane)[8
             acc[v] = VD::loadu(lane + v * VD::size());
         }
         // The half starting at element k feeds the lanes k % 8 onwards: lane vector (k / VD::size()) % kLANE_VECS.
-        int64_t const whole = gradRunSum(g, x, dx, len, [&](int64_t k, VF const& gf) {
+        int64_t const whole = gradRunSum(g, x, dx, len, kPREFETCH_AHEAD<T>, [&](int64_t k, VF const& gf) {
             auto const [lo, hi] = widen(gf);
             int64_t const v = (k / VD::size()) % kLANE_VECS;
             acc[v] = acc[v] + lo;
@@ -365,9 +369,9 @@ void gradRunLaneSum(T const* g, T const* x, T* dx, int64_t len, double (&lane)[8
     }
 }
 
-//! dx over [0, len) and acc[k] += g[k] for each k.
+//! dx over [0, len) and acc[k] += g[k] for each k, prefetching `ahead` elements ahead.
 template <typename T>
-void gradRunAccumulate(T const* g, T const* x, T* dx, int64_t len, double* acc)
+void gradRunAccumulate(T const* g, T const* x, T* dx, int64_t len, int64_t ahead, double* acc)
 {
     int64_t whole = 0;
     if constexpr (std::is_same_v<T, double>)
@@ -376,7 +380,7 @@ void gradRunAccumulate(T const* g, T const* x, T* dx, int64_t len, double* acc)
     }
     else
     {
-        whole = gradRunSum(g, x, dx, len, [&](int64_t k, VF const& gf) {
+        whole = gradRunSum(g, x, dx, len, ahead, [&](int64_t k, VF const& gf) {
             auto const [lo, hi] = widen(gf);
             (VD::loadu(acc + k) + lo).store(acc + k);
             (VD::loadu(acc + k + VD::size()) + hi).store(acc + k + VD::size());
@@ -396,6 +400,9 @@ void biasGradTask(T const* g, T const* x, T* dx, cpu::BiasGradPlan const& p, int
 {
     cpu::BiasGradTaskRange const r = cpu::biasGradTaskRange(p, t);
     double* acc = partial + r.row * p.channels;
+    // Rows cut into channel tiles (inner == 1): the task's next elements are the same tile of the next row, not the
+    // next page (another task's tile; the hardware prefetchers stop at the page).
+    int64_t const ahead = p.chanTiles > 1 ? p.channels : kPREFETCH_AHEAD<T>;
     for (int64_t c = r.c0; c < r.c1; ++c)
     {
         acc[c] = 0.0;
@@ -408,7 +415,7 @@ void biasGradTask(T const* g, T const* x, T* dx, cpu::BiasGradPlan const& p, int
             int64_t const at = row + r.c0;
             if constexpr (kWithDx)
             {
-                gradRunAccumulate(g + at, x + at, dx + at, r.c1 - r.c0, acc + r.c0);
+                gradRunAccumulate(g + at, x + at, dx + at, r.c1 - r.c0, ahead, acc + r.c0);
             }
             else
             {
