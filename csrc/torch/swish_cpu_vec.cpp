@@ -400,9 +400,9 @@ void biasGradTask(T const* g, T const* x, T* dx, cpu::BiasGradPlan const& p, int
 {
     cpu::BiasGradTaskRange const r = cpu::biasGradTaskRange(p, t);
     double* acc = partial + r.row * p.channels;
-    // Rows cut into channel tiles (inner == 1): the task's next elements are the same tile of the next row, not the
-    // next page (another task's tile; the hardware prefetchers stop at the page).
-    int64_t const ahead = p.chanTiles > 1 ? p.channels : kPREFETCH_AHEAD<T>;
+    // Last-dim rows cut into channel tiles: the task's next elements are the same tile of the next row, not the next
+    // page (another task's tile; the hardware prefetchers stop at the page).
+    int64_t const ahead = p.inner == 1 && p.chanTiles > 1 ? p.channels : kPREFETCH_AHEAD<T>;
     for (int64_t c = r.c0; c < r.c1; ++c)
     {
         acc[c] = 0.0;
