@@ -158,8 +158,9 @@ int main()
     {
         std::printf("us per node: empty 196 blocks %.3f, 2-element exact %.3f, 2-element inductor math %.3f, "
                     "4-element exact, pointer parameters %.3f\n",
-            usPerNode([](cudaStream_t st) { emptyKernel<<<196, 256, 0, st>>>(); }, s), usPerNode(two(swish2Kernel<true>), s),
-            usPerNode(two(swish2Kernel<false>), s), usPerNode([&](cudaStream_t st) {
+            usPerNode([](cudaStream_t st) { emptyKernel<<<196, 256, 0, st>>>(); }, s),
+            usPerNode(two(swish2Kernel<true>), s), usPerNode(two(swish2Kernel<false>), s),
+            usPerNode([&](cudaStream_t st) {
                 swish4Kernel<<<(n / 4 + 255) / 256, 256, 0, st>>>(reinterpret_cast<float4 const*>(x), bias,
                     reinterpret_cast<float4*>(y), n / 4);
             }, s));
