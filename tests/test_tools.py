@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 import subprocess
 
 import pytest
@@ -48,3 +49,13 @@ def test_forward_ab_sources_compile(src, tmp_path):
            f"-I{ROOT / 'csrc' / 'kernels'}", f"-I{ROOT / 'csrc'}", str(src), "-o", str(tmp_path / "out.o")]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_forward_ab_starts_without_the_op():
+    """tools/ab_forward/check.sh runs ab_forward.py --prewarm while the op is still building: the script must start
+    with torchtrt_swish not importable (it imports the op only to time)."""
+    code = ("import runpy, sys; sys.modules['torchtrt_swish'] = None; sys.argv = ['ab_forward.py', '--help']; "
+            "runpy.run_path('tools/ab_forward/ab_forward.py', run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "--prewarm" in proc.stdout

@@ -32,7 +32,6 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from benchmarks.bench_layouts import CASES, DTYPES, Case  # noqa: E402
-from benchmarks.bench_swish import check, timed_round  # noqa: E402
 
 DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 for _name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
@@ -99,6 +98,8 @@ def graph_of(fn, k: int, stream: torch.cuda.Stream) -> torch.cuda.CUDAGraph:
 def run_case(case: Case, dname: str, libs: dict, compiled, opts) -> list[dict]:
     """Rows for one case: every variant, compile and copy on one x, in interleaved rounds; with --backward also
     forward + backward (each variant's forward, then the op's swish_backward; compile through autograd)."""
+    # Imported here: bench_swish imports the op, which --prewarm (run while the op builds) must not need.
+    from benchmarks.bench_swish import check, timed_round
     dtype = DTYPES[dname]
     fmt = torch.channels_last if case.channels_last else torch.contiguous_format
     stream = torch.cuda.Stream()
