@@ -38,6 +38,7 @@ CHANNELS_FEWEST = 16  # fewest channels it takes
 H200_SMS = 132
 
 PACK = {"float32": 4, "float16": 8, "bfloat16": 8}  # elements of one 16-byte pack
+ELEM_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 DTYPES = tuple(PACK)
 
 
@@ -131,6 +132,13 @@ def expected_cols(dtype, n, row_len, group, aligned=True, sms=H200_SMS):
     rows_per_block = per_step_rows * steps
     rows = n // row_len
     chunks = ceil_div(rows, rows_per_block)
+    # few rows of many columns: one-sector tiles over every row, in at most UNROLL steps a thread, one block per tile
+    sector = max(1, 32 // (vec * ELEM_BYTES[dtype]))
+    whole_steps = ceil_div(rows, THREADS // sector)
+    if chunks > 1 and group == 1 and vec > 1 and packs % sector == 0 and whole_steps <= UNROLL \
+            and packs // sector >= sms:
+        tile, per_step_rows, chunks = sector, THREADS // sector, 1
+        rows_per_block = per_step_rows * whole_steps
     return dict(vec=vec, packs_per_row=packs, tile_packs=tile, tiles=ceil_div(packs, tile),
                 rows_per_step=per_step_rows, rows_per_block=rows_per_block, row_chunks=chunks, group=group,
                 partial_rows=chunks)
@@ -257,7 +265,7 @@ def check_plan(bp, dtype, n, channels, inner, aligned=True, sms=H200_SMS):
         part = got["planes"]
     merged = {**part, "vec": got["vec"], "partial_rows": got["partial_rows"]}
     assert {k: merged[k] for k in want} == want, (dtype, n, channels, inner, got)
-    sums = expected_sums(got["partial_rows"], channels, kind == "channels")
+    sums = expected_sums(got["partial_rows"], channels, kind == "channels" or (kind == "cols" and got["partial_rows"] == 1))
     assert got["sum_slices"] == sums["sum_slices"], got
     assert got["workspace"] == sums["workspace"], got
     assert got["workspace_bytes"] == max(sums["workspace"], 4)
@@ -420,7 +428,7 @@ def test_small_half_columns_take_8_byte_packs(bp, dtype):
 def test_column_tiles(bp):
     """8-pack tiles when the row divides into them, else the whole row up to 256 packs, else 32-pack tiles."""
     for columns, tile in [(1024, 8), (4 * 1000, 8), (12, 3), (4 * 257, 32), (4 * 255, 255), (4 * 9, 9)]:
-        got = check_plan(bp, "float32", 64 * columns, columns, 1)
+        got = check_plan(bp, "float32", 600 * columns, columns, 1)  # 600 rows: more than whole columns take
         assert got["cols"]["tile_packs"] == tile, (columns, got)
     assert check_plan(bp, "float32", 64 * 30, 30, 1)["vec"] == 1  # 30 columns: not whole packs
 
@@ -525,8 +533,8 @@ def test_plans_over_a_sweep_match_the_rules_and_cover_the_tensor(bp):
             seen.add((kind, got.get("planes", {}).get("shape")))
             assert kind != "none"
             vec = got["vec"]
-            in_main = got["sum_slices"] == 0  # the channels kernel writes dbias: no partial matrix
-            assert in_main == (kind == "channels")
+            in_main = got["sum_slices"] == 0  # the main kernel writes dbias: no partial matrix
+            assert in_main == (kind == "channels" or (kind == "cols" and got["partial_rows"] == 1))
             assert got["workspace"] >= (0 if in_main else got["partial_rows"] * channels * 4)
             if kind == "rows":
                 r = got["rows"]
@@ -588,8 +596,8 @@ def test_fast_div31_divides_every_dividend_below_2_pow_31(bp):
 # (dtype, x shape, bias shape, what the H200's plan is): pairs on either side of a threshold tested above.
 BOUNDARY_RUNS = [
     ("float16", (63, 4, 8), (4, 1), ("planes", "samples", 1)),  # grouped columns need 64 rows
-    ("float16", (64, 4, 8), (4, 1), ("cols", None, 1)),
-    ("bfloat16", (32, 32, 64), (32, 1), ("cols", None, 1)),  # a tile of 64 elements holds whole planes of 64 ...
+    ("float16", (64, 4, 8), (4, 1), ("cols", None, 0)),  # one row chunk: the main kernel writes dbias
+    ("bfloat16", (32, 32, 64), (32, 1), ("cols", None, 0)),  # a tile of 64 elements holds whole planes of 64 ...
     ("bfloat16", (32, 32, 128), (32, 1), ("channels", None, 0)),  # ... not of 128 (a small tensor: channels)
     ("float32", (263, 4, 257), (4, 1), ("planes", "planes", 1)),  # a sample does not fit the block wanted
     ("float32", (264, 4, 257), (4, 1), ("planes", "samples", 1)),
@@ -608,6 +616,11 @@ BOUNDARY_RUNS = [
     ("bfloat16", (8, 1152, 7, 7), (1152, 1, 1), ("channels", None, 0)),
     ("float16", (64, 256, 14, 14), (256, 1, 1), ("channels", None, 0)),  # 8-byte packs, 1024 threads a channel
     ("bfloat16", (32, 256, 7, 14), (256, 1, 1), ("channels", None, 0)),  # 4-byte packs
+    ("float32", (512, 1056), (1056,), ("cols", None, 0)),  # whole columns: 132 one-sector tiles, 4 steps of rows ...
+    ("float32", (513, 1056), (1056,), ("cols", None, 1)),  # ... not 5 steps
+    ("float32", (512, 1048), (1048,), ("cols", None, 1)),  # ... nor 131 tiles
+    ("bfloat16", (512, 2112), (2112,), ("cols", None, 0)),
+    ("float16", (513, 2112), (2112,), ("cols", None, 1)),
 ]
 
 

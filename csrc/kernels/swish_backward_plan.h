@@ -10,8 +10,9 @@
 // floating-point atomics). Four shapes of the main work, all views of x as [outer, C, inner]: "rows" (a scalar
 // bias: the tensor is one run), "planes" (inner > 1: per-channel on dim 1, blocks before the last dim), "columns"
 // (inner == 1: per-channel on the last dim, full, trailing blocks; and short planes of fp16/bf16 as groups of
-// columns, planGroupedCols) and "channels" (inner > 1 in small tensors: a group of threads per channel adds its
-// column over all samples and writes dbias itself, with no partial matrix and no column-sum launch).
+// columns, planGroupedCols; a columns plan whose blocks each take every row writes dbias itself) and "channels"
+// (inner > 1 in small tensors: a group of threads per channel adds its column over all samples and writes dbias
+// itself, with no partial matrix and no column-sum launch).
 #pragma once
 
 #include <algorithm>
@@ -30,6 +31,7 @@ constexpr int64_t kROW_CHUNK_PACKS = static_cast<int64_t>(kTHREADS) * kUNROLL * 
 // Elements per block in the columns kernel.
 constexpr int64_t kCOL_BLOCK_ELEMS = 65536; // amortizes the per-block reduction and partial write
 constexpr int64_t kCOL_BLOCKS_PER_SM = 3;    // the columns kernel's resident blocks (kMIN_BLOCKS)
+constexpr int64_t kSECTOR_BYTES = 32;        // one L2 sector: the narrowest column tile that wastes no load
 constexpr int kFINAL_THREADS = 1024;
 constexpr int kPLANE_PPT = 4;
 constexpr int kPLANE_PACKS = kTHREADS * kPLANE_PPT; // packs per block of the planes kernel at the most
@@ -158,6 +160,20 @@ inline void planCols(FusedPlan& plan, int64_t n, int64_t rowLen, int64_t group, 
     int64_t const steps = std::max<int64_t>(1, (blockElems + perStep - 1) / perStep);
     c.rowsPerBlock = c.rowsPerStep * steps;
     c.rowChunks = (c.rows + c.rowsPerBlock - 1) / c.rowsPerBlock;
+    // Few rows of many columns (channels_last late stages at small batches): a block per 32-byte tile of every row,
+    // in one round of loads a thread, when that still gives every SM a block. Its sums are then dbias: no partial
+    // matrix and no column-sum launch, whose wait and latency took longer than the sums (performance notes, b1).
+    int64_t const sectorPacks = std::max<int64_t>(1, kSECTOR_BYTES / (16 / vw * plan.vec)); // 16 / vw: element bytes
+    int64_t const sectorSteps = (c.rows + kTHREADS / sectorPacks - 1) / (kTHREADS / sectorPacks);
+    if (c.rowChunks > 1 && group == 1 && plan.vec > 1 && c.packsPerRow % sectorPacks == 0 && sectorSteps <= kUNROLL
+        && c.packsPerRow / sectorPacks >= sms)
+    {
+        c.tilePacks = sectorPacks;
+        c.tiles = c.packsPerRow / sectorPacks;
+        c.rowsPerStep = kTHREADS / sectorPacks;
+        c.rowsPerBlock = c.rowsPerStep * sectorSteps;
+        c.rowChunks = 1;
+    }
     plan.partialRows = c.rowChunks;
 }
 
@@ -330,7 +346,8 @@ inline SumShape sumShape(int64_t rows, int64_t channels, int64_t laneRows)
 
 inline void planSums(FusedPlan& plan)
 {
-    if (plan.kind == FusedKind::kCHANNELS)
+    // The channels kernel, and a columns plan of one row chunk, write dbias from the main kernel.
+    if (plan.kind == FusedKind::kCHANNELS || (plan.kind == FusedKind::kCOLS && plan.cols.rowChunks == 1))
     {
         plan.sumSlices = 0;
         plan.workspace = 0;

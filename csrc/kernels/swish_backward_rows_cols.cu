@@ -48,13 +48,24 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardRowsKernel
 
 
 // Block (rowChunk, tile): rows [rowChunk * rowsPerBlock, +rowsPerBlock) x the tile's column packs.
-// partial[rowChunk][column] = sum of g over those rows.
+// partial[rowChunk][column] = sum of g over those rows; with one row chunk, dbias[column] (no column sums follow).
 template <typename T, int kVEC>
 __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel(T const* __restrict__ g, T const* __restrict__ x,
-    T* __restrict__ dx, ColsPlan plan, float* __restrict__ partial)
+    T* __restrict__ dx, ColsPlan plan, float* __restrict__ partial, T* __restrict__ dbias)
 {
     allowDependentLaunch();
     __shared__ float smem[kTHREADS * kVEC];
+    // One row chunk: the block's sums are dbias (planSums launches no column sums after it).
+    auto const store = [&](int64_t cell, float v) {
+        if (plan.rowChunks == 1)
+        {
+            dbias[cell] = Cvt<T>::fromF(v);
+        }
+        else
+        {
+            partial[cell] = v;
+        }
+    };
     using P = Pack<T, kVEC>;
     ColsBlock const blk = colsBlock(plan, blockIdx.x);
     ColsThread const th = colsThread(plan, blk.tile, threadIdx.x);
@@ -150,7 +161,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
             int64_t const cell = colsColumnCell(plan, rowChunk, tile, t, kVEC);
             if (cell >= 0)
             {
-                partial[cell] = sum;
+                store(cell, sum);
             }
             return;
         }
@@ -171,7 +182,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
             {
                 s += smem[colsGroupSlot(plan, t, j)];
             }
-            partial[cell] = s;
+            store(cell, s);
         }
         return;
     }
@@ -211,7 +222,7 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
 #pragma unroll
         for (int k = 0; k < kVEC; ++k)
         {
-            partial[colsTreeCell(plan, rowChunk, col, k, kVEC)] = at(k, 0);
+            store(colsTreeCell(plan, rowChunk, col, k, kVEC), at(k, 0));
         }
     }
 }
@@ -230,7 +241,8 @@ template <typename T>
 void launchColsKernel(MainLaunch<T> const& l)
 {
     auto const launch = [&](auto v) {
-        swishBackwardColsKernel<T, decltype(v)::value><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx, l.plan.cols, l.partial);
+        swishBackwardColsKernel<T, decltype(v)::value><<<l.grid, kTHREADS, 0, l.stream>>>(l.g, l.x, l.dx, l.plan.cols, l.partial,
+            l.dbias);
     };
     if constexpr (sizeof(T) == 2)
     {

@@ -13,7 +13,8 @@ import time
 # scalar. Chosen to cross every family: grouped columns ([N, 4, 8] from 64 rows), tiles of whole planes
 # ([N, 32, 64] against [N, 32, 128]), samples against planes ([N, 4, 257]), planes against split ([N, 2, 4100]),
 # one against two column-sum stages ([N, 64, 16], [N, 64] last-dim), partial last tiles ([N, 130, 16]), real
-# network planes (14x14, 7x7; the channels kernel at small batches) and a scalar bias.
+# network planes (14x14, 7x7; the channels kernel at small batches), whole columns against row chunks ([N, 2048],
+# [N, 4096] last-dim: 256 one-sector tiles, up to 512 rows) and a scalar bias.
 _BASES = (
     ("float16", (4, 8), "dim1"),
     ("bfloat16", (32, 64), "dim1"),
@@ -29,6 +30,8 @@ _BASES = (
     ("float32", (1152, 49), "dim1"),
     ("float16", (64,), "last"),
     ("float32", (1000,), "last"),
+    ("float32", (2048,), "last"),
+    ("bfloat16", (4096,), "last"),
     ("bfloat16", (4096,), "scalar"),
 )
 
