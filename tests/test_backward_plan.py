@@ -132,11 +132,11 @@ def expected_cols(dtype, n, row_len, group, aligned=True, sms=H200_SMS):
     rows_per_block = per_step_rows * steps
     rows = n // row_len
     chunks = ceil_div(rows, rows_per_block)
-    # few rows of many columns: one-sector tiles over every row, in at most UNROLL steps a thread, one block per tile
+    # few rows of many columns: one-sector tiles over every row, at most UNROLL steps and 16 elements a thread
     sector = max(1, 32 // (vec * ELEM_BYTES[dtype]))
     whole_steps = ceil_div(rows, THREADS // sector)
     if chunks > 1 and group == 1 and vec > 1 and packs % sector == 0 and whole_steps <= UNROLL \
-            and packs // sector >= sms:
+            and whole_steps * vec <= 16 and packs // sector >= sms:
         tile, per_step_rows, chunks = sector, THREADS // sector, 1
         rows_per_block = per_step_rows * whole_steps
     return dict(vec=vec, packs_per_row=packs, tile_packs=tile, tiles=ceil_div(packs, tile),
@@ -619,8 +619,9 @@ BOUNDARY_RUNS = [
     ("float32", (512, 1056), (1056,), ("cols", None, 0)),  # whole columns: 132 one-sector tiles, 4 steps of rows ...
     ("float32", (513, 1056), (1056,), ("cols", None, 1)),  # ... not 5 steps
     ("float32", (512, 1048), (1048,), ("cols", None, 1)),  # ... nor 131 tiles
-    ("bfloat16", (512, 2112), (2112,), ("cols", None, 0)),
-    ("float16", (513, 2112), (2112,), ("cols", None, 1)),
+    ("bfloat16", (256, 2112), (2112,), ("cols", None, 0)),  # fp16/bf16: two steps (16 elements a thread) ...
+    ("float16", (257, 2112), (2112,), ("cols", None, 1)),  # ... not three
+    ("float16", (512, 2112), (2112,), ("cols", None, 1)),
 ]
 
 

@@ -207,7 +207,7 @@ def test_switch_points_of_every_sm_count(bp):
                     raw += [(d, (rows + k) * channels, channels, 1, a, s) for k in (-1, 0, 1)]
                 # columns over whole columns: one-sector tiles (2 packs) for s tiles and up, rows of up to 4 steps
                 for tiles in (s - 1, s, s + 1):
-                    for rows in (1, 511, 512, 513):
+                    for rows in (1, 255, 256, 257, 511, 512, 513):
                         raw.append((d, rows * tiles * 2 * vec, tiles * 2 * vec, 1, a, s))
                 # planes: small planes in a large tensor (a tall partial matrix: two column-sum stages)
                 for channels, inner in ((8, 2), (16, 7), (64, 49), (3, 1)):
@@ -221,9 +221,10 @@ def test_switch_points_of_every_sm_count(bp):
     assert not broken, broken[:5]
     two_stage = [c for c in cases if bp.plan(*c)["sum_slices"] > 1]
     assert two_stage, "no case reached the two-stage column sums"
-    whole = [c for c in cases if bp.plan(*c)["kind"] == "cols" and bp.plan(*c)["cols"]["rows"] == 512
-             and bp.plan(*c)["partial_rows"] == 1]
-    assert whole, "no case reached whole columns"
+    for vw, steps in ((4, 4), (8, 2)):  # whole columns at their last step of rows, fp32 and fp16/bf16
+        whole = [c for c in cases if PACK[c[0]] == vw and bp.plan(*c)["kind"] == "cols" and bp.plan(*c)["partial_rows"] == 1
+                 and bp.plan(*c)["cols"]["rows"] > (steps - 1) * bp.plan(*c)["cols"]["rows_per_step"]]
+        assert whole, f"no case of {vw}-element packs reached whole columns of {steps} steps"
 
 
 def test_column_sums_of_tall_partial_matrices(bp):

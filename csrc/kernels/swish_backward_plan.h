@@ -32,6 +32,7 @@ constexpr int64_t kROW_CHUNK_PACKS = static_cast<int64_t>(kTHREADS) * kUNROLL * 
 constexpr int64_t kCOL_BLOCK_ELEMS = 65536; // amortizes the per-block reduction and partial write
 constexpr int64_t kCOL_BLOCKS_PER_SM = 3;    // the columns kernel's resident blocks (kMIN_BLOCKS)
 constexpr int64_t kSECTOR_BYTES = 32;        // one L2 sector: the narrowest column tile that wastes no load
+constexpr int64_t kWHOLE_COLUMN_ELEMS = 16;  // a thread's elements over whole columns (32 in fp16/bf16 were slower)
 constexpr int kFINAL_THREADS = 1024;
 constexpr int kPLANE_PPT = 4;
 constexpr int kPLANE_PACKS = kTHREADS * kPLANE_PPT; // packs per block of the planes kernel at the most
@@ -161,12 +162,13 @@ inline void planCols(FusedPlan& plan, int64_t n, int64_t rowLen, int64_t group, 
     c.rowsPerBlock = c.rowsPerStep * steps;
     c.rowChunks = (c.rows + c.rowsPerBlock - 1) / c.rowsPerBlock;
     // Few rows of many columns (channels_last late stages at small batches): a block per 32-byte tile of every row,
-    // in one round of loads a thread, when that still gives every SM a block. Its sums are then dbias: no partial
-    // matrix and no column-sum launch, whose wait and latency took longer than the sums (performance notes, b1).
+    // in one round of at most kWHOLE_COLUMN_ELEMS elements a thread, when that still gives every SM a block. Its sums
+    // are then dbias: no partial matrix and no column-sum launch, whose wait and latency took longer than the sums
+    // (performance notes, b1 and b2).
     int64_t const sectorPacks = std::max<int64_t>(1, kSECTOR_BYTES / (16 / vw * plan.vec)); // 16 / vw: element bytes
     int64_t const sectorSteps = (c.rows + kTHREADS / sectorPacks - 1) / (kTHREADS / sectorPacks);
     if (c.rowChunks > 1 && group == 1 && plan.vec > 1 && c.packsPerRow % sectorPacks == 0 && sectorSteps <= kUNROLL
-        && c.packsPerRow / sectorPacks >= sms)
+        && sectorSteps * plan.vec <= kWHOLE_COLUMN_ELEMS && c.packsPerRow / sectorPacks >= sms)
     {
         c.tilePacks = sectorPacks;
         c.tiles = c.packsPerRow / sectorPacks;
