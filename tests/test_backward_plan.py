@@ -118,7 +118,9 @@ def expected_rows(dtype, n, aligned=True, sms=H200_SMS):
 def expected_cols(dtype, n, row_len, group, aligned=True, sms=H200_SMS):
     """Columns plan over rows of row_len elements: about three blocks per SM, 256 packs to 64K elements per block,
     tiles of col_tile_packs, whole steps of rows; one partial row per block row. fp16/bf16 tensors too small for
-    three blocks per SM even of 8-byte packs take those."""
+    three blocks per SM even of 8-byte packs take those. Few rows of many columns take one-sector tiles over every
+    row (one row chunk: the main kernel writes dbias) when a thread gets at most UNROLL steps and 16 elements and
+    every SM a tile."""
     vw = PACK[dtype]
     vec = vw if aligned and row_len % vw == 0 else 1
     # fp16/bf16 so small that even 8-byte blocks sit at their 256-pack floor: 8-byte packs, twice the blocks

@@ -118,10 +118,17 @@ struct FusedPlan
     ChannelsPlan chan{};
     int64_t channels{1};
     int64_t partialRows{0}; // R of the partial matrix [R][channels]
-    int64_t sumSlices{1};   // > 1: the column sums run in two stages over this many row slices; 0: none (kCHANNELS)
+    int64_t sumSlices{1};   // > 1: two column-sum stages over this many row slices; 0: none (colsWritesBias, kCHANNELS)
     size_t workspace{0};
 };
 
+
+//! Whether a columns plan's blocks each take every row (one row chunk): their sums are dbias, written by the main
+//! kernel, and no column sums follow.
+TORCHTRT_SWISH_HOST_DEVICE bool colsWritesBias(ColsPlan const& c)
+{
+    return c.rowChunks == 1;
+}
 
 // Column tiles of the columns kernel: 8 packs (128 bytes of a row, whole sectors) when the row divides into them,
 // so a block spans the most rows and writes the fewest partial sums; otherwise the whole row (up to a block) or
@@ -348,8 +355,7 @@ inline SumShape sumShape(int64_t rows, int64_t channels, int64_t laneRows)
 
 inline void planSums(FusedPlan& plan)
 {
-    // The channels kernel, and a columns plan of one row chunk, write dbias from the main kernel.
-    if (plan.kind == FusedKind::kCHANNELS || (plan.kind == FusedKind::kCOLS && plan.cols.rowChunks == 1))
+    if (plan.kind == FusedKind::kCHANNELS || (plan.kind == FusedKind::kCOLS && colsWritesBias(plan.cols)))
     {
         plan.sumSlices = 0;
         plan.workspace = 0;

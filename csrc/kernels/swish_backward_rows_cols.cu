@@ -55,9 +55,8 @@ __global__ void __launch_bounds__(kTHREADS, kMIN_BLOCKS) swishBackwardColsKernel
 {
     allowDependentLaunch();
     __shared__ float smem[kTHREADS * kVEC];
-    // One row chunk: the block's sums are dbias (planSums launches no column sums after it).
     auto const store = [&](int64_t cell, float v) {
-        if (plan.rowChunks == 1)
+        if (colsWritesBias(plan))
         {
             dbias[cell] = Cvt<T>::fromF(v);
         }

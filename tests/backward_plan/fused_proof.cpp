@@ -554,7 +554,8 @@ private:
         if (count == 0)
         {
             // The main kernel wrote dbias: checkMain saw every channel's cell written once.
-            if (mPlan.kind != FusedKind::kCHANNELS && !(mPlan.kind == FusedKind::kCOLS && mPlan.cols.rowChunks == 1))
+            bool const oneChunk = mPlan.kind == FusedKind::kCOLS && mPlan.cols.rowChunks == 1;
+            if (mPlan.kind != FusedKind::kCHANNELS && !oneChunk)
             {
                 mR.fail("no column sums after a main kernel that writes partial sums");
             }

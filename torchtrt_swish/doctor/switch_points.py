@@ -14,7 +14,7 @@ import time
 # ([N, 32, 64] against [N, 32, 128]), samples against planes ([N, 4, 257]), planes against split ([N, 2, 4100]),
 # one against two column-sum stages ([N, 64, 16], [N, 64] last-dim), partial last tiles ([N, 130, 16]), real
 # network planes (14x14, 7x7; the channels kernel at small batches), whole columns against row chunks ([N, 2048],
-# [N, 4096] last-dim: 256 one-sector tiles, up to 512 rows) and a scalar bias.
+# [N, 4096] last-dim: 256 one-sector tiles, up to 512 fp32 or 256 bf16 rows) and a scalar bias.
 _BASES = (
     ("float16", (4, 8), "dim1"),
     ("bfloat16", (32, 64), "dim1"),
