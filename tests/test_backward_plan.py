@@ -242,6 +242,12 @@ def spec_of(x_shape, layout):
     raise ValueError(layout)
 
 
+def sums_in_main(plan: dict) -> bool:
+    """The main kernel writes dbias (no partial matrix, no column sums): the channels kernel, and a columns plan of
+    one row chunk."""
+    return plan["kind"] == "channels" or (plan["kind"] == "cols" and plan["partial_rows"] == 1)
+
+
 def check_plan(bp, dtype, n, channels, inner, aligned=True, sms=H200_SMS):
     """The planner's plan for one layout against the rules above; returns it."""
     got = bp.plan(dtype, n, channels, inner, aligned=aligned, sms=sms)
@@ -267,7 +273,7 @@ def check_plan(bp, dtype, n, channels, inner, aligned=True, sms=H200_SMS):
         part = got["planes"]
     merged = {**part, "vec": got["vec"], "partial_rows": got["partial_rows"]}
     assert {k: merged[k] for k in want} == want, (dtype, n, channels, inner, got)
-    sums = expected_sums(got["partial_rows"], channels, kind == "channels" or (kind == "cols" and got["partial_rows"] == 1))
+    sums = expected_sums(got["partial_rows"], channels, sums_in_main(got))
     assert got["sum_slices"] == sums["sum_slices"], got
     assert got["workspace"] == sums["workspace"], got
     assert got["workspace_bytes"] == max(sums["workspace"], 4)
@@ -536,7 +542,7 @@ def test_plans_over_a_sweep_match_the_rules_and_cover_the_tensor(bp):
             assert kind != "none"
             vec = got["vec"]
             in_main = got["sum_slices"] == 0  # the main kernel writes dbias: no partial matrix
-            assert in_main == (kind == "channels" or (kind == "cols" and got["partial_rows"] == 1))
+            assert in_main == sums_in_main(got)
             assert got["workspace"] >= (0 if in_main else got["partial_rows"] * channels * 4)
             if kind == "rows":
                 r = got["rows"]

@@ -221,9 +221,10 @@ def test_switch_points_of_every_sm_count(bp):
     assert not broken, broken[:5]
     two_stage = [c for c in cases if bp.plan(*c)["sum_slices"] > 1]
     assert two_stage, "no case reached the two-stage column sums"
+    plans = [(c, bp.plan(*c)) for c in cases]
     for vw, steps in ((4, 4), (8, 2)):  # whole columns at their last step of rows, fp32 and fp16/bf16
-        whole = [c for c in cases if PACK[c[0]] == vw and bp.plan(*c)["kind"] == "cols" and bp.plan(*c)["partial_rows"] == 1
-                 and bp.plan(*c)["cols"]["rows"] > (steps - 1) * bp.plan(*c)["cols"]["rows_per_step"]]
+        whole = [c for c, p in plans if PACK[c[0]] == vw and p["kind"] == "cols" and p["partial_rows"] == 1
+                 and p["cols"]["rows"] > (steps - 1) * p["cols"]["rows_per_step"]]
         assert whole, f"no case of {vw}-element packs reached whole columns of {steps} steps"
 
 

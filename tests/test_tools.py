@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-import sys
 import subprocess
+import sys
 
 import pytest
 from tools_native import ROOT, cuda_root
