@@ -245,3 +245,102 @@ def test_each_instruction_set_copy_matches_the_reference(capability):
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert re.search(r"\b([4-9]|\d\d+) passed", proc.stdout), proc.stdout[-2000:]
+
+
+# The op faults in a fresh output (memory never written, as glibc maps blocks of 32 MB and more for each call) before
+# its kernels write it: csrc/torch/swish_op.cpp, prefaultFresh. These check its decision and its effect on the pages.
+PREFAULT_MIN_BYTES = 4 << 20  # kPREFAULT_MIN_BYTES of csrc/torch/swish_op.cpp
+PAGE = os.sysconf("SC_PAGESIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _kernel_populates() -> bool:
+    import platform
+
+    nums = re.match(r"(\d+)\.(\d+)", platform.release())
+    return sys.platform == "linux" and nums is not None and (int(nums[1]), int(nums[2])) >= (5, 14)
+
+
+needs_populate = pytest.mark.skipif(not _kernel_populates(),
+                                    reason="needs Linux 5.14 or later (MADV_POPULATE_WRITE, mincore, /proc/self/smaps)")
+
+
+def _resident_bytes(buf) -> int:
+    """Rss of the mapping that holds buf (an anonymous mmap), from /proc/self/smaps."""
+    import ctypes
+
+    view = (ctypes.c_char * 1).from_buffer(buf)
+    addr = ctypes.addressof(view)
+    del view
+    lines = Path("/proc/self/smaps").read_text().splitlines()
+    for i, line in enumerate(lines):
+        head = re.match(r"([0-9a-f]+)-([0-9a-f]+) ", line)
+        if head and int(head[1], 16) <= addr < int(head[2], 16):
+            rss = next(x for x in lines[i + 1:] if x.startswith("Rss:"))
+            return int(rss.split()[1]) * 1024
+    raise AssertionError(f"no mapping holds {addr:#x}")
+
+
+@needs_populate
+@pytest.mark.parametrize("size,fresh", [(PREFAULT_MIN_BYTES, True), (PREFAULT_MIN_BYTES - PAGE, False),
+                                        (3 * PREFAULT_MIN_BYTES + 5 * PAGE, True)])
+def test_a_fresh_output_is_faulted_in_whole_and_a_small_one_left(size, fresh):
+    """A never-written block from the threshold up is faulted in, every page; below it, nothing is touched."""
+    import mmap
+
+    from torchtrt_swish import _C
+
+    with mmap.mmap(-1, size) as buf:
+        assert _resident_bytes(buf) == 0
+        assert _C.prefault_output(buf) is fresh
+        assert _resident_bytes(buf) == (size if fresh else 0)
+        assert _C.prefault_output(buf) is False, "a block already faulted in was taken for fresh"
+
+
+@needs_populate
+@pytest.mark.parametrize("written,fresh", [("first", True), ("last", False)])
+def test_freshness_is_read_from_the_last_page(written, fresh):
+    """glibc writes a mapped block's header into its first page, so only the last page says whether the block is
+    fresh; a block whose last page was written is taken for reused memory and left to fault at the stores."""
+    import mmap
+
+    from torchtrt_swish import _C
+
+    size = 2 * PREFAULT_MIN_BYTES
+    with mmap.mmap(-1, size) as buf:
+        buf[0 if written == "first" else size - 1] = 1
+        assert _C.prefault_output(buf) is fresh
+        assert _resident_bytes(buf) == (size if fresh else PAGE)
+        assert buf[0 if written == "first" else size - 1] == 1, "faulting in changed what the block holds"
+
+
+# With glibc's defaults (no MALLOC_ variables), a 64 MB block is mapped fresh for every allocation.
+_FRESH_OP = r"""
+import torch, torchtrt_swish
+from torchtrt_swish import _C
+torch.set_num_threads(2)
+x = torch.randn(64, 64, 64, 64, dtype=torch.float64); g = torch.randn_like(x); b = torch.randn(64, 1, 1).double()
+probe = torch.empty(x.shape)
+print("fresh", _C.prefault_output(probe.numpy()))
+del probe
+for dt in (torch.float32, torch.bfloat16):
+    xs, gs, bs = x.to(dt), g.to(dt), b.to(dt)
+    y = torchtrt_swish.swish(xs, bs)
+    dx, db = torch.ops.torchtrt_swish.swish_backward(gs, xs, bs)
+    same_y = all(torch.equal(y[i], torchtrt_swish.swish(xs[i], bs)) for i in range(64))
+    same_dx = all(torch.equal(dx[i], torch.ops.torchtrt_swish.swish_backward(gs[i], xs[i], bs)[0]) for i in range(64))
+    print(dt, same_y, same_dx)
+"""
+
+
+@needs_populate
+def test_the_op_on_fresh_outputs_writes_what_it_writes_elsewhere():
+    """In a process with glibc's defaults the op's 64 MB outputs are fresh (the probe is); y and dx equal the op's
+    results for each sample alone (1 MB outputs, never faulted in ahead), fp32 and bf16 (outputs of 64 and 32 MB)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, "-c", _FRESH_OP], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "fresh True", "a 64 MB allocation was not fresh memory: the test would check nothing"
+    assert lines[1:] == ["torch.float32 True True", "torch.bfloat16 True True"], lines

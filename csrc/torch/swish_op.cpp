@@ -6,6 +6,13 @@
 #include <Python.h>
 #include <torch/library.h>
 
+#ifdef __linux__
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,6 +28,52 @@ namespace {
 constexpr int64_t kGRAIN = 32768;
 // A forward run shorter than this (a last-dim bias of few channels) is mostly partial-vector tail.
 constexpr int64_t kMIN_RUN = 256;
+
+#ifdef __linux__
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 // Linux 5.14; older kernels answer EINVAL and the stores fault as before
+#endif
+
+// Smaller outputs are not asked about: their page faults cost little next to the mincore call.
+constexpr int64_t kPREFAULT_MIN_BYTES = int64_t{4} << 20;
+// Pages (2 MB) below which a thread does not take a share of the faulting: a madvise call has its own cost.
+constexpr int64_t kPREFAULT_GRAIN_PAGES = 512;
+
+//! Whether an output of `bytes` at p is fresh memory (a block glibc mapped from the kernel for this call): its last
+//! page was never written. The first page is not asked: glibc writes a mapped block's header there.
+bool freshOutput(void const* p, int64_t bytes, uintptr_t page)
+{
+    uintptr_t const last = (reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes) - 1) & ~(page - 1);
+    unsigned char resident = 1;
+    return bytes >= kPREFAULT_MIN_BYTES && mincore(reinterpret_cast<void*>(last), page, &resident) == 0
+        && (resident & 1) == 0;
+}
+
+//! A fresh output's whole pages faulted in by the op's threads, one madvise each, before the kernel writes them: its
+//! stores otherwise stop at every page for the kernel to map and zero it, and the math stalls between those faults.
+//! Returns whether the output was fresh; memory already written is left as it is. A failed madvise leaves the pages
+//! to fault at the stores.
+bool prefaultFresh(void* p, int64_t bytes)
+{
+    auto const page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    if (!freshOutput(p, bytes, page))
+    {
+        return false;
+    }
+    auto const base = reinterpret_cast<uintptr_t>(p);
+    auto const pages = static_cast<int64_t>((base + static_cast<uintptr_t>(bytes)) / page - (base + page - 1) / page);
+    at::parallel_for(0, pages, kPREFAULT_GRAIN_PAGES, [&](int64_t begin, int64_t end) {
+        uintptr_t const first = ((base + page - 1) / page + static_cast<uintptr_t>(begin)) * page;
+        (void)madvise(reinterpret_cast<void*>(first), static_cast<size_t>(end - begin) * page, MADV_POPULATE_WRITE);
+    });
+    return true;
+}
+#else
+bool prefaultFresh(void*, int64_t)
+{
+    return false;
+}
+#endif
 
 //! The elementwise kernels for the instruction set ATen itself uses on this machine (ATEN_CPU_CAPABILITY
 //! included), chosen once. ATen names its baseline "DEFAULT" or, in some releases, "NO AVX"; a name this build has no
@@ -68,6 +121,7 @@ at::Tensor swishCpu(at::Tensor const& x, at::Tensor const& bias)
     void const* xp = p.x.const_data_ptr();
     void const* bp = b.const_data_ptr();
     void* yp = y.mutable_data_ptr();
+    (void)prefaultFresh(yp, static_cast<int64_t>(y.nbytes()));
     auto const forward = cpuKernels().forward;
     at::ScalarType const dtype = p.x.scalar_type();
     at::parallel_for(0, n, kGRAIN, [&](int64_t begin, int64_t end) { forward(dtype, xp, bp, yp, begin, end, spec); });
@@ -144,6 +198,7 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardCpu(at::Tensor const& grad, at::
     void const* gp = g.const_data_ptr();
     void const* xp = xc.const_data_ptr();
     void* dp = dx.mutable_data_ptr();
+    (void)prefaultFresh(dp, static_cast<int64_t>(dx.nbytes()));
     at::ScalarType const dtype = xc.scalar_type();
     int64_t const n = xc.numel();
     int64_t const rank = x.dim();
@@ -239,6 +294,30 @@ PyObject* cpuSigmoid(PyObject*, PyObject* args)
     Py_RETURN_NONE;
 }
 
+// The op's treatment of a writable buffer as an output: whether it took it for fresh memory and faulted it in (tests
+// check the decision and the pages against /proc/self/smaps).
+PyObject* prefaultOutput(PyObject*, PyObject* arg)
+{
+    Py_buffer b{};
+    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE | PyBUF_WRITABLE) != 0)
+    {
+        return nullptr;
+    }
+    bool fresh = false;
+    try
+    {
+        fresh = torchtrt_swish::prefaultFresh(b.buf, static_cast<int64_t>(b.len));
+    }
+    catch (std::exception const& e)
+    {
+        PyBuffer_Release(&b);
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+        return nullptr;
+    }
+    PyBuffer_Release(&b);
+    return PyBool_FromLong(fresh ? 1 : 0);
+}
+
 // The fused backward's plan family for a layout on a GPU of `sms` multiprocessors (kernels/swish_backward_plan.h):
 // (family, column-sum stages). The doctor and the GPU tests derive the planner's switch points from it for the GPU
 // they run on.
@@ -274,6 +353,8 @@ PyObject* fusedBackwardPlan(PyObject*, PyObject* args)
 PyMethodDef kMETHODS[] = {
     {"cpu_kernels", cpuKernelsName, METH_NOARGS, "The instruction set of the CPU kernels the op runs (DEFAULT, AVX2, AVX512)."},
     {"cpu_sigmoid", cpuSigmoid, METH_VARARGS, "(x, y): y = the CPU kernels' fp32 sigmoid of x (float32 buffers)."},
+    {"prefault_output", prefaultOutput, METH_O,
+        "(writable buffer) -> whether the CPU op would take it for a fresh output and fault it in (it does so)."},
     {"fused_backward_plan", fusedBackwardPlan, METH_VARARGS,
         "(dtype, n, channels, inner, aligned, sms) -> (plan family, column-sum stages) of the fused CUDA backward."},
     {nullptr, nullptr, 0, nullptr},
