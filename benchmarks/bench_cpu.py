@@ -22,7 +22,8 @@ ONNX Runtime's arena and the preallocated copy_ take none. --memory picks how th
 mode runs in a child process, since both settings are read at its start):
   reused  glibc keeps freed memory (MALLOC_MMAP_MAX_=0, MALLOC_TRIM_THRESHOLD_), as a caching allocator would (ORT's
           arena, jemalloc, tcmalloc): the kernels against the floor. The default.
-  fresh   glibc's defaults; adds `clone` (allocate + copy: the floor of any op that returns a new tensor)
+  fresh   glibc's defaults; adds `clone` (allocate + copy, as any op that returns a new tensor; the op faults its
+          fresh outputs in before writing them, which `clone` does not)
   thp     fresh, with PyTorch's THP_MEM_ALLOC_ENABLE=1 (2 MB pages for large allocations: fewer faults); adds `clone`
 A comma list runs several, e.g. --memory reused,fresh,thp.
 

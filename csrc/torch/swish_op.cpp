@@ -11,7 +11,6 @@
 #include <unistd.h>
 #endif
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -303,17 +302,7 @@ PyObject* prefaultOutput(PyObject*, PyObject* arg)
     {
         return nullptr;
     }
-    bool fresh = false;
-    try
-    {
-        fresh = torchtrt_swish::prefaultFresh(b.buf, static_cast<int64_t>(b.len));
-    }
-    catch (std::exception const& e)
-    {
-        PyBuffer_Release(&b);
-        PyErr_SetString(PyExc_RuntimeError, e.what());
-        return nullptr;
-    }
+    bool const fresh = torchtrt_swish::prefaultFresh(b.buf, static_cast<int64_t>(b.len));
     PyBuffer_Release(&b);
     return PyBool_FromLong(fresh ? 1 : 0);
 }
