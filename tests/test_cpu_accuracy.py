@@ -107,13 +107,15 @@ BIAS_GRAD_CASES = [((3, 7, 53, 53), (7, 1, 1), 3, 7, 53 * 53), ((131, 1001), (10
 
 
 def _bias_grad_mismatches() -> int:
-    """Cases of BIAS_GRAD_CASES (fp32 and bf16) whose dbias differs from the plan-order sum in any bit."""
+    """Cases of BIAS_GRAD_CASES (fp32, bf16, and fp64, whose bits show the order of the partials' sum too) whose dbias
+    differs from the plan-order sum in any bit."""
     gen = torch.Generator().manual_seed(7)
     bad = 0
     for shape, bshape, outer, channels, inner in BIAS_GRAD_CASES:
-        for dt in (torch.float32, torch.bfloat16):
-            x = torch.randn(shape, generator=gen).to(dt)
-            g = torch.randn(shape, generator=gen).to(dt)
+        for dt in (torch.float32, torch.bfloat16, torch.float64):
+            # fp64 drawn as fp64: values of 24-bit mantissas would add exactly in any order
+            x = torch.randn(shape, generator=gen, dtype=torch.float64).to(dt)
+            g = torch.randn(shape, generator=gen, dtype=torch.float64).to(dt)
             _, db = torch.ops.torchtrt_swish.swish_backward(g, x, torch.zeros(bshape, dtype=dt))
             bad += not torch.equal(db.reshape(-1), _bias_grad_in_plan_order(g, outer, channels, inner).to(dt))
     return bad

@@ -32,8 +32,9 @@ CASES = [
     ("lastdim", (131, 1001), (1001,), 1001),
     ("scalar", (98315,), (1,), 98315),
 ]
-# Also a last-dim bias of few channels, which the forward repeats into runs of >= 256 (kMIN_RUN of swish_op.cpp).
-SAME_BITS_CASES = CASES + [("lastdim7", (14045, 7), (7,), 7)]
+# Also a last-dim bias of few channels, which the forward repeats into runs of >= 256 (kMIN_RUN of swish_op.cpp), and
+# one whose dbias combine (64 partial rows: 512 channels a task) is split between threads mid-block of 256 channels.
+SAME_BITS_CASES = CASES + [("lastdim7", (14045, 7), (7,), 7), ("lastdim600", (2048, 600), (600,), 600)]
 OPENMP = "ATen parallel backend: OpenMP" in torch.__config__.parallel_info()
 needs_openmp = pytest.mark.skipif(not OPENMP, reason="this torch's ATen does not parallelize with OpenMP")
 

@@ -144,19 +144,36 @@ inline BiasGradTaskRange biasGradTaskRange(BiasGradPlan const& p, int64_t t)
         k0, std::min(p.inner, k0 + p.segLen) - k0, rs};
 }
 
-//! dbias[c] for c in [cBegin, cEnd): the partials added in row-block, then segment order, rounded once.
+// Channels whose sums the combine keeps side by side while it walks the partial rows.
+constexpr int64_t kBIAS_GRAD_COMBINE_CHANNELS = 256;
+
+//! dbias[c] for c in [cBegin, cEnd): the partials added in row-block, then segment order, rounded once. The rows are
+//! walked in order over a block of channels at a time (contiguous partials, not one column of them per channel), so
+//! each channel's sum is still taken in row order: the same bits.
 template <typename T, typename Acc>
 void biasGradCombine(BiasGradPlan const& p, Acc const* partial, T* dbias, int64_t cBegin, int64_t cEnd)
 {
     int64_t const rows = p.rowBlocks * p.segs;
-    for (int64_t c = cBegin; c < cEnd; ++c)
+    Acc s[kBIAS_GRAD_COMBINE_CHANNELS];
+    for (int64_t c0 = cBegin; c0 < cEnd; c0 += kBIAS_GRAD_COMBINE_CHANNELS)
     {
-        Acc s = Acc(0);
+        int64_t const n = std::min(kBIAS_GRAD_COMBINE_CHANNELS, cEnd - c0);
+        for (int64_t i = 0; i < n; ++i)
+        {
+            s[i] = Acc(0);
+        }
         for (int64_t r = 0; r < rows; ++r)
         {
-            s += partial[r * p.channels + c];
+            Acc const* row = partial + r * p.channels + c0;
+            for (int64_t i = 0; i < n; ++i)
+            {
+                s[i] += row[i];
+            }
         }
-        dbias[c] = static_cast<T>(s);
+        for (int64_t i = 0; i < n; ++i)
+        {
+            dbias[c0 + i] = static_cast<T>(s[i]);
+        }
     }
 }
 

@@ -11,7 +11,9 @@
 #include <unistd.h>
 #endif
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -127,13 +129,22 @@ at::Tensor swishCpu(at::Tensor const& x, at::Tensor const& bias)
     return y;
 }
 
+//! The plan's partial sums, left uninitialized: each cell is written by its task before the combine reads it (the CPU
+//! proof walks that), so zeroing them first (one thread, pages faulted one by one) would be wasted.
+std::unique_ptr<double[]> partialSums(cpu::BiasGradPlan const& plan)
+{
+    return std::unique_ptr<double[]>(new double[static_cast<size_t>(plan.partials())]);
+}
+
 //! dbias[c] from the plan's partial sums (a fixed order: the same bits whatever the thread count), into db.
-void combineBiasGrad(cpu::BiasGradPlan const& plan, std::vector<double> const& partial, at::Tensor& db)
+void combineBiasGrad(cpu::BiasGradPlan const& plan, double const* partial, at::Tensor& db)
 {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, db.scalar_type(), "swish_bias_grad_cpu", [&] {
         scalar_t* dp = db.mutable_data_ptr<scalar_t>();
-        at::parallel_for(0, plan.channels, kGRAIN, [&](int64_t begin, int64_t end) {
-            cpu::biasGradCombine<scalar_t, double>(plan, partial.data(), dp, begin, end);
+        // About kGRAIN partials a task: many rows (last-dim biases) spread the channels over the threads.
+        int64_t const rows = std::max<int64_t>(1, plan.rowBlocks * plan.segs);
+        at::parallel_for(0, plan.channels, std::max<int64_t>(1, kGRAIN / rows), [&](int64_t begin, int64_t end) {
+            cpu::biasGradCombine<scalar_t, double>(plan, partial, dp, begin, end);
         });
     });
 }
@@ -178,12 +189,12 @@ at::Tensor biasGradCpu(at::Tensor const& g, at::Tensor const& bias, BiasClass co
     }
     int64_t const block = spec.channels * spec.inner;
     cpu::BiasGradPlan const plan = cpu::planBiasGrad(block > 0 ? n / block : 0, spec.channels, spec.inner);
-    std::vector<double> partial(static_cast<size_t>(plan.partials()));
+    std::unique_ptr<double[]> const partial = partialSums(plan);
     void const* gp = src.const_data_ptr();
     auto const tasks = cpuKernels().biasGrad;
     at::parallel_for(0, plan.tasks(), 1,
-        [&](int64_t begin, int64_t end) { tasks(src.scalar_type(), gp, plan, begin, end, partial.data()); });
-    combineBiasGrad(plan, partial, db);
+        [&](int64_t begin, int64_t end) { tasks(src.scalar_type(), gp, plan, begin, end, partial.get()); });
+    combineBiasGrad(plan, partial.get(), db);
     return db;
 }
 
@@ -209,12 +220,12 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardCpu(at::Tensor const& grad, at::
         // dx and the bias sums in one pass over g: the bias-gradient plan's tasks also write dx for their elements.
         int64_t const block = cls.spec.channels * cls.spec.inner;
         cpu::BiasGradPlan const plan = cpu::planBiasGrad(block > 0 ? n / block : 0, cls.spec.channels, cls.spec.inner);
-        std::vector<double> partial(static_cast<size_t>(plan.partials()));
+        std::unique_ptr<double[]> const partial = partialSums(plan);
         auto const tasks = cpuKernels().backwardFused;
         at::parallel_for(0, plan.tasks(), 1,
-            [&](int64_t begin, int64_t end) { tasks(dtype, gp, xp, dp, plan, begin, end, partial.data()); });
+            [&](int64_t begin, int64_t end) { tasks(dtype, gp, xp, dp, plan, begin, end, partial.get()); });
         at::Tensor db = at::empty(bk.sizes(), bk.options());
-        combineBiasGrad(plan, partial, db);
+        combineBiasGrad(plan, partial.get(), db);
         return {dx, fromKernelView(db, bias, fmt)};
     }
     auto const backward = cpuKernels().backward;
