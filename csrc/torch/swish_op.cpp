@@ -62,9 +62,10 @@ bool prefaultFresh(void* p, int64_t bytes)
         return false;
     }
     auto const base = reinterpret_cast<uintptr_t>(p);
-    auto const pages = static_cast<int64_t>((base + static_cast<uintptr_t>(bytes)) / page - (base + page - 1) / page);
+    uintptr_t const firstPage = (base + page - 1) / page; // whole pages only: madvise takes page-aligned ranges
+    auto const pages = static_cast<int64_t>((base + static_cast<uintptr_t>(bytes)) / page - firstPage);
     at::parallel_for(0, pages, kPREFAULT_GRAIN_PAGES, [&](int64_t begin, int64_t end) {
-        uintptr_t const first = ((base + page - 1) / page + static_cast<uintptr_t>(begin)) * page;
+        uintptr_t const first = (firstPage + static_cast<uintptr_t>(begin)) * page;
         (void)madvise(reinterpret_cast<void*>(first), static_cast<size_t>(end - begin) * page, MADV_POPULATE_WRITE);
     });
     return true;
@@ -129,22 +130,23 @@ at::Tensor swishCpu(at::Tensor const& x, at::Tensor const& bias)
     return y;
 }
 
-//! The plan's partial sums, left uninitialized: each cell is written by its task before the combine reads it (the CPU
-//! proof walks that), so zeroing them first (one thread, pages faulted one by one) would be wasted.
-std::unique_ptr<double[]> partialSums(cpu::BiasGradPlan const& plan)
+//! db = g summed by cpu::planBiasGrad's tasks over [n / (channels * inner), channels, inner] (runTasks(begin, end,
+//! partial) runs tasks [begin, end) into the partial sums), then combined in a fixed order: the same bits whatever
+//! the thread count. The partials are left uninitialized: each cell is written by its task before the combine reads
+//! it (the CPU proof walks that), so zeroing them first (one thread, pages faulted one by one) would be wasted.
+template <typename RunTasks>
+void sumBiasGrad(int64_t n, BiasSpec spec, at::Tensor& db, RunTasks const& runTasks)
 {
-    return std::unique_ptr<double[]>(new double[static_cast<size_t>(plan.partials())]);
-}
-
-//! dbias[c] from the plan's partial sums (a fixed order: the same bits whatever the thread count), into db.
-void combineBiasGrad(cpu::BiasGradPlan const& plan, double const* partial, at::Tensor& db)
-{
+    int64_t const block = spec.channels * spec.inner;
+    cpu::BiasGradPlan const plan = cpu::planBiasGrad(block > 0 ? n / block : 0, spec.channels, spec.inner);
+    std::unique_ptr<double[]> const partial(new double[static_cast<size_t>(plan.partials())]);
+    at::parallel_for(0, plan.tasks(), 1, [&](int64_t begin, int64_t end) { runTasks(plan, begin, end, partial.get()); });
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, db.scalar_type(), "swish_bias_grad_cpu", [&] {
         scalar_t* dp = db.mutable_data_ptr<scalar_t>();
         // About kGRAIN partials a task: many rows (last-dim biases) spread the channels over the threads.
         int64_t const rows = std::max<int64_t>(1, plan.rowBlocks * plan.segs);
         at::parallel_for(0, plan.channels, std::max<int64_t>(1, kGRAIN / rows), [&](int64_t begin, int64_t end) {
-            cpu::biasGradCombine<scalar_t, double>(plan, partial, dp, begin, end);
+            cpu::biasGradCombine<scalar_t, double>(plan, partial.get(), dp, begin, end);
         });
     });
 }
@@ -187,14 +189,11 @@ at::Tensor biasGradCpu(at::Tensor const& g, at::Tensor const& bias, BiasClass co
         db.copy_(g.view(bias.sizes()));
         return db;
     }
-    int64_t const block = spec.channels * spec.inner;
-    cpu::BiasGradPlan const plan = cpu::planBiasGrad(block > 0 ? n / block : 0, spec.channels, spec.inner);
-    std::unique_ptr<double[]> const partial = partialSums(plan);
     void const* gp = src.const_data_ptr();
     auto const tasks = cpuKernels().biasGrad;
-    at::parallel_for(0, plan.tasks(), 1,
-        [&](int64_t begin, int64_t end) { tasks(src.scalar_type(), gp, plan, begin, end, partial.get()); });
-    combineBiasGrad(plan, partial.get(), db);
+    sumBiasGrad(n, spec, db, [&](cpu::BiasGradPlan const& plan, int64_t begin, int64_t end, double* partial) {
+        tasks(src.scalar_type(), gp, plan, begin, end, partial);
+    });
     return db;
 }
 
@@ -218,14 +217,11 @@ std::tuple<at::Tensor, at::Tensor> swishBackwardCpu(at::Tensor const& grad, at::
     if (cls.periodic && !fullShape(n, cls.spec, bias.numel()))
     {
         // dx and the bias sums in one pass over g: the bias-gradient plan's tasks also write dx for their elements.
-        int64_t const block = cls.spec.channels * cls.spec.inner;
-        cpu::BiasGradPlan const plan = cpu::planBiasGrad(block > 0 ? n / block : 0, cls.spec.channels, cls.spec.inner);
-        std::unique_ptr<double[]> const partial = partialSums(plan);
         auto const tasks = cpuKernels().backwardFused;
-        at::parallel_for(0, plan.tasks(), 1,
-            [&](int64_t begin, int64_t end) { tasks(dtype, gp, xp, dp, plan, begin, end, partial.get()); });
         at::Tensor db = at::empty(bk.sizes(), bk.options());
-        combineBiasGrad(plan, partial.get(), db);
+        sumBiasGrad(n, cls.spec, db, [&](cpu::BiasGradPlan const& plan, int64_t begin, int64_t end, double* partial) {
+            tasks(dtype, gp, xp, dp, plan, begin, end, partial);
+        });
         return {dx, fromKernelView(db, bias, fmt)};
     }
     auto const backward = cpuKernels().backward;
