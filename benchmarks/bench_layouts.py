@@ -26,12 +26,14 @@ dynamic after the first shape of each kind (fewer compiles, but its kernels then
 
 Usage (H200): python benchmarks/bench_layouts.py --out $OUT/layouts.csv [--quick] [--dtypes fp32,bf16]
     [--cases nchw_1152x7x7_n128,...] [--eager-rows small|all|none] [--variants ours,eager,compile] [--label NAME]
+    [--show-autotune]
 --label names the build in the `kernels` column (before/after rows of two builds in one table).
 Rows print as they are measured; the CSV is written at the end, also when the run is cut short (SIGTERM, Ctrl-C).
 """
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -174,6 +176,22 @@ COLUMNS = ("case", "shape", "bias", "format", "dtype", "n", "pass", "timing", "k
            "floor_us")
 
 
+def show_autotune() -> None:
+    """Print the debug lines in which inductor times each config of a kernel at its first call and names the one it
+    keeps: a pointwise kernel gets two, and one timing of each decides (docs/performance-notes.md, runs k2, m1)."""
+    class Picks(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return "XBLOCK" in record.getMessage()
+
+    handler = logging.StreamHandler(sys.stdout)
+    handler.addFilter(Picks())
+    handler.setFormatter(logging.Formatter("  inductor autotune: %(message)s"))
+    log = logging.getLogger("torch._inductor.runtime.triton_heuristics")
+    log.setLevel(logging.DEBUG)
+    log.addHandler(handler)
+    log.propagate = False
+
+
 def main() -> int:
     """Parse arguments, run the grid, print the table, write CSV."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -189,6 +207,8 @@ def main() -> int:
     ap.add_argument("--compile", choices=["static", "auto"], default="static",
                     help="torch.compile per shape (dynamic=False) or dynamo's default (dynamic after a shape change)")
     ap.add_argument("--label", default="current", help="the build's name in the kernels column (before/after A/B)")
+    ap.add_argument("--show-autotune", action="store_true",
+                    help="print inductor's timing of each config of compile's kernels and the one it keeps")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_layouts: needs a CUDA GPU")
@@ -206,6 +226,8 @@ def main() -> int:
     args.keep = set(args.variants.split(",")) | {"ours"}
     tools = (bench_swish, torchtrt_swish.swish,
              torch.compile(eager_silu, dynamic=False if args.compile == "static" else None))
+    if args.show_autotune:
+        show_autotune()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))  # `timeout` cuts a run short: still write the CSV
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, kernels {args.kernels}, "
           f"compile {args.compile}")
