@@ -44,7 +44,8 @@ def measure(x: torch.Tensor, variants: dict, acc: dict) -> None:
     inside = x.abs() <= FLUSH
     tol = fi.eps / 2 * ref + fi.smallest_normal * fi.eps + 6 * torch.finfo(torch.float32).eps * ref
     _, e = torch.frexp(ref)
-    ulp = torch.ldexp(torch.ones_like(ref), (torch.clamp(e - 1, min=int(math.log2(fi.smallest_normal))) - mant).to(torch.int64))
+    exponent = torch.clamp(e - 1, min=int(math.log2(fi.smallest_normal)))  # floor(log2 |silu|), normal range
+    ulp = torch.ldexp(torch.ones_like(ref), (exponent - mant).to(torch.int64))
     ys = {name: fn(x, b) for name, fn in variants.items()}
     eager = ys["eager"]
     for name, y in ys.items():
