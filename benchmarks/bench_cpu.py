@@ -252,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     import onnxruntime
 
     print(f"torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, ATen CPU capability "
-          f"{torch.backends.cpu.get_cpu_capability()}, op kernels {torchtrt_swish._C.cpu_kernels()}, "
+          f"{torch.backends.cpu.get_cpu_capability()}, op kernels {torchtrt_swish._C.cpu_kernels()} "
+          f"(page prefetch {'on' if torchtrt_swish._C.cpu_page_prefetch() else 'off'}), "
           f"{os.cpu_count()} cores, {torch.__config__.parallel_info().splitlines()[-1].strip()}; "
           f"median of {args.rounds} rounds")
     for i, mode in enumerate(modes):

@@ -345,3 +345,14 @@ def test_the_op_on_fresh_outputs_writes_what_it_writes_elsewhere():
     lines = proc.stdout.splitlines()
     assert lines[0] == "fresh True", "a 64 MB allocation was not fresh memory: the test would check nothing"
     assert lines[1:] == ["torch.float32 True True", "torch.bfloat16 True True"], lines
+
+
+def test_page_prefetch_is_off_on_amd_only():
+    """The streaming loops prefetch a page ahead of each stream except on AMD CPUs (cpu_vec::pagePrefetch): the
+    vendor that /proc/cpuinfo names decides."""
+    cpuinfo = Path("/proc/cpuinfo")
+    vendors = ({line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                if line.startswith("vendor_id")} if cpuinfo.exists() else set())
+    if not vendors:
+        pytest.skip("no vendor_id in /proc/cpuinfo: not an x86 Linux machine")
+    assert torchtrt_swish._C.cpu_page_prefetch() == ("AuthenticAMD" not in vendors), vendors

@@ -66,12 +66,11 @@ inline VF bySign(VF const& x, VF const& a, VF const& b)
 #endif
 }
 
+#if !defined(CPU_CAPABILITY_AVX512) // AVX512 scales and masks in one instruction (sigmoidParts)
 //! p * s where a >= bound, +0 elsewhere (NaN a included).
 inline VF mulWhereAtLeast(VF const& p, VF const& s, VF const& a, VF const& bound)
 {
-#if defined(CPU_CAPABILITY_AVX512)
-    return _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(a, bound, _CMP_GE_OQ), p, s);
-#elif defined(CPU_CAPABILITY_AVX2)
+#if defined(CPU_CAPABILITY_AVX2)
     return _mm256_and_ps(_mm256_mul_ps(p, s), _mm256_cmp_ps(a, bound, _CMP_GE_OQ));
 #else
     VF out;
@@ -83,14 +82,15 @@ inline VF mulWhereAtLeast(VF const& p, VF const& s, VF const& a, VF const& bound
     return out;
 #endif
 }
+#endif
 
-//! u4 = 4 exp(-|x|) and rd = 1 / (1 + exp(-|x|)): sigmoid(x) is rd for x >= 0 and exp(-|x|) rd for x < 0, so no exp
+//! u4 = 4 exp(-|x|) and d = 1 + exp(-|x|): sigmoid(x) is 1 / d for x >= 0 and exp(-|x|) / d for x < 0, so no exp
 //! overflows and the divisor stays in [1, 2]. The factor 4 keeps u4 normal down to |x| = kFLUSH (exp(-kFLUSH) is
 //! subnormal). Past kFLUSH, and for NaN, u4 is 0: the sigmoid F.silu computes there is exactly 0 (x < 0) or 1.
 struct SigmoidParts
 {
     VF u4;
-    VF rd;
+    VF d;
 };
 
 C10_ALWAYS_INLINE SigmoidParts sigmoidParts(VF const& x)
@@ -106,35 +106,43 @@ C10_ALWAYS_INLINE SigmoidParts sigmoidParts(VF const& x)
     p = at::vec::fmadd(p, r, VF(kEXP_C2));
     p = at::vec::fmadd(p, r, VF(1.0f));
     p = at::vec::fmadd(p, r, VF(1.0f));
+#if defined(CPU_CAPABILITY_AVX512)
+    // p 2^(n + 2) in one instruction (VSCALEFPS), the same bits: the product is a normal number wherever it is kept.
+    VF const u4 = _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(a, VF(-kFLUSH), _CMP_GE_OQ), p, n + VF(2.0f));
+#else
     // 2^(n + 2) from its exponent bits, (n + 2 + 127) << 23, computed exactly in fp32 and converted (n >= -128).
     VF const scale = at::vec::cast<float>(
         at::vec::convert_to_int_of_same_size(at::vec::fmadd(n, VF(0x1p23f), VF(129.0f * 0x1p23f))));
     VF const u4 = mulWhereAtLeast(p, scale, a, VF(-kFLUSH));
-    return {u4, VF(1.0f) / at::vec::fmadd(u4, VF(0.25f), VF(1.0f))};
+#endif
+    return {u4, at::vec::fmadd(u4, VF(0.25f), VF(1.0f))};
 }
 
 //! sigmoid(x) as the kernels use it (its error bound: docs/performance-notes.md); NaN gives 0 or 1, not NaN.
 inline VF sigmoid(VF const& x)
 {
     SigmoidParts const sp = sigmoidParts(x);
-    return bySign(x, sp.rd, (sp.u4 * sp.rd) * VF(0.25f));
+    VF const rd = VF(1.0f) / sp.d;
+    return bySign(x, rd, (sp.u4 * rd) * VF(0.25f));
 }
 
-//! x * sigmoid(x) + b. For x < 0 the product x rd u4 stays normal and is scaled by 1/4 last (rounded once).
-//! Special values come out as F.silu's: +inf, NaN at -inf, -0 below -kFLUSH, NaN propagated through x.
+//! x * sigmoid(x) + b as x * r + b in one FMA, r = 1 / d for x >= 0 and u4 / d = 4 sigmoid(x) for x < 0 (one divide
+//! either way; 4 sigmoid stays normal down to the flush), scaled by 1/4 inside the FMA. Special values come out as
+//! F.silu's: +inf, NaN at -inf, -0 below -kFLUSH, NaN propagated through x.
 inline VF swishBias(VF const& x, VF const& b)
 {
     SigmoidParts const sp = sigmoidParts(x);
-    VF const q = x * sp.rd;
-    return bySign(x, q, (q * sp.u4) * VF(0.25f)) + b;
+    VF const r = bySign(x, VF(1.0f), sp.u4) / sp.d;
+    return at::vec::fmadd(x * r, bySign(x, VF(1.0f), VF(0.25f)), b);
 }
 
 //! g * s * (1 + x * (1 - s)), PyTorch's silu_backward formula, with s and 1 - s each taken without cancellation.
 inline VF swishGrad(VF const& g, VF const& x)
 {
     SigmoidParts const sp = sigmoidParts(x);
-    VF const t = (sp.u4 * sp.rd) * VF(0.25f); // exp(-|x|) / (1 + exp(-|x|))
-    return g * bySign(x, sp.rd, t) * at::vec::fmadd(x, bySign(x, t, sp.rd), VF(1.0f));
+    VF const rd = VF(1.0f) / sp.d;
+    VF const t = (sp.u4 * rd) * VF(0.25f); // exp(-|x|) / (1 + exp(-|x|))
+    return g * bySign(x, rd, t) * at::vec::fmadd(x, bySign(x, t, rd), VF(1.0f));
 }
 
 //! fp64: PyTorch's silu formula, so special values match F.silu exactly (silu(-inf) is NaN), plus the bias.
@@ -152,19 +160,22 @@ inline Vectorized<double> swishGrad(Vectorized<double> const& g, Vectorized<doub
     return g * s * (one + x * (one - s));
 }
 
-// Prefetch distance of the streaming loops: the next 4 KB page of every input and of the output, which the hardware
-// prefetchers, stopping at page boundaries, would reach late (numbers: docs/performance-notes.md).
+// Prefetch distance of the streaming loops where they prefetch (pagePrefetch): the next 4 KB page of every input and
+// of the output, which the hardware prefetchers, stopping at page boundaries, would reach late.
 constexpr int64_t kPREFETCH_BYTES = 4096;
 
 //! kPREFETCH_BYTES in elements of T.
 template <typename T>
 constexpr int64_t kPREFETCH_AHEAD = kPREFETCH_BYTES / static_cast<int64_t>(sizeof(T));
 
-//! Prefetches p's element k + ahead (no fault past the end of an array).
+//! Prefetches p's element k + ahead if `on` (pagePrefetch(), read once per loop; no fault past the end of an array).
 template <typename T>
-C10_ALWAYS_INLINE void prefetchAhead(T const* p, int64_t k, int64_t ahead = kPREFETCH_AHEAD<T>)
+C10_ALWAYS_INLINE void prefetchAhead(bool on, T const* p, int64_t k, int64_t ahead = kPREFETCH_AHEAD<T>)
 {
-    __builtin_prefetch(p + k + ahead);
+    if (on)
+    {
+        __builtin_prefetch(p + k + ahead);
+    }
 }
 
 //! out[k] = op(a[k], b[k]) (or op(a[k], b[0]) when kBroadcastB) for k in [0, len), in the compute type (fp32 for
@@ -202,15 +213,16 @@ void map2(T const* a, T const* b, T* out, int64_t len, Op const& op)
             }
         }
     };
+    bool const pf = pagePrefetch();
     int64_t k = 0;
     for (; k + kW <= len; k += kW)
     {
-        prefetchAhead(a, k);
+        prefetchAhead(pf, a, k);
         if constexpr (!kBroadcastB)
         {
-            prefetchAhead(b, k);
+            prefetchAhead(pf, b, k);
         }
-        prefetchAhead(out, k);
+        prefetchAhead(pf, out, k);
         body(V::loadu(a + k), kBroadcastB ? V() : V::loadu(b + k)).store(out + k);
     }
     if (k < len)
@@ -309,12 +321,13 @@ int64_t gradRunSum(T const* g, T const* x, T* dx, int64_t len, int64_t ahead, Su
 {
     using V = Vectorized<T>;
     constexpr int64_t kW = V::size();
+    bool const pf = pagePrefetch();
     int64_t k = 0;
     for (; k + kW <= len; k += kW)
     {
-        prefetchAhead(g, k, ahead);
-        prefetchAhead(x, k, ahead);
-        prefetchAhead(dx, k, ahead);
+        prefetchAhead(pf, g, k, ahead);
+        prefetchAhead(pf, x, k, ahead);
+        prefetchAhead(pf, dx, k, ahead);
         V const gv = V::loadu(g + k);
         V const xv = V::loadu(x + k);
         if constexpr (std::is_same_v<T, float>)

@@ -34,6 +34,19 @@ struct Kernels
     void (*sigmoid)(float const* x, float* y, int64_t n);
 };
 
+//! Whether the streaming loops prefetch a page ahead of each stream. Intel's L2 streamer stops at 4 KB page
+//! boundaries, and there the prefetch keeps the loops at a copy's pace; on AMD Zen 4 the same prefetches made them
+//! slower (docs/performance-notes.md, runs m4, m5). Other architectures keep it.
+inline bool pagePrefetch()
+{
+#if defined(__x86_64__) || defined(__i386__)
+    static bool const on = (__builtin_cpu_init(), !__builtin_cpu_is("amd"));
+    return on;
+#else
+    return true;
+#endif
+}
+
 // One namespace per instruction set, named like ATen's CPU_CAPABILITY values; CMakeLists.txt builds swish_cpu_vec.cpp
 // once for each with that macro and the matching -m flags. TORCHTRT_SWISH_CPU_X86 says the x86 ones were built.
 namespace DEFAULT {

@@ -300,6 +300,12 @@ PyObject* cpuSigmoid(PyObject*, PyObject* args)
     Py_RETURN_NONE;
 }
 
+// Whether the CPU kernels prefetch a page ahead on this CPU (cpu_vec::pagePrefetch).
+PyObject* cpuPagePrefetch(PyObject*, PyObject*)
+{
+    return PyBool_FromLong(torchtrt_swish::cpu_vec::pagePrefetch() ? 1 : 0);
+}
+
 // The op's treatment of a writable buffer as an output: whether it took it for fresh memory and faulted it in (tests
 // check the decision and the pages against /proc/self/smaps).
 PyObject* prefaultOutput(PyObject*, PyObject* arg)
@@ -348,6 +354,8 @@ PyObject* fusedBackwardPlan(PyObject*, PyObject* args)
 
 PyMethodDef kMETHODS[] = {
     {"cpu_kernels", cpuKernelsName, METH_NOARGS, "The instruction set of the CPU kernels the op runs (DEFAULT, AVX2, AVX512)."},
+    {"cpu_page_prefetch", cpuPagePrefetch, METH_NOARGS,
+        "Whether the CPU kernels prefetch a page ahead of each stream here (off on AMD CPUs)."},
     {"cpu_sigmoid", cpuSigmoid, METH_VARARGS, "(x, y): y = the CPU kernels' fp32 sigmoid of x (float32 buffers)."},
     {"prefault_output", prefaultOutput, METH_O,
         "(writable buffer) -> whether the CPU op would take it for a fresh output and fault it in (it does so)."},
