@@ -84,17 +84,20 @@ inline VF mulWhereAtLeast(VF const& p, VF const& s, VF const& a, VF const& bound
 }
 #endif
 
-//! u4 = 4 exp(-|x|) and d = 1 + exp(-|x|): sigmoid(x) is 1 / d for x >= 0 and exp(-|x|) / d for x < 0, so no exp
-//! overflows and the divisor stays in [1, 2]. The factor 4 keeps u4 normal down to |x| = kFLUSH (exp(-kFLUSH) is
-//! subnormal). Past kFLUSH, and for NaN, u4 is 0: the sigmoid F.silu computes there is exactly 0 (x < 0) or 1.
+//! u = 2^kLOG2_SCALE exp(-|x|) and d = 1 + exp(-|x|): sigmoid(x) is 1 / d for x >= 0 and exp(-|x|) / d for x < 0,
+//! so no exp overflows and the divisor stays in [1, 2]. A scale of 4 keeps u normal down to |x| = kFLUSH
+//! (exp(-kFLUSH) is subnormal), for results whose error counts in ulps; the gradient's counts in units of 2^-24 and
+//! takes u unscaled. Past kFLUSH, and for NaN, u is 0: the sigmoid F.silu computes there is exactly 0 (x < 0) or 1.
 struct SigmoidParts
 {
-    VF u4;
+    VF u;
     VF d;
 };
 
+template <int kLOG2_SCALE>
 C10_ALWAYS_INLINE SigmoidParts sigmoidParts(VF const& x)
 {
+    static_assert(kLOG2_SCALE == 0 || kLOG2_SCALE == 2, "u is exp(-|x|) or 4 exp(-|x|)");
     VF const a = x | VF(-0.0f); // -|x|
     // n = round(a log2(e)): adding 1.5 * 2^23 leaves no fraction bits (a vector round, also in the baseline copy).
     VF const n = at::vec::fmadd(a, VF(kLOG2E), VF(kROUND)) - VF(kROUND);
@@ -107,41 +110,50 @@ C10_ALWAYS_INLINE SigmoidParts sigmoidParts(VF const& x)
     p = at::vec::fmadd(p, r, VF(1.0f));
     p = at::vec::fmadd(p, r, VF(1.0f));
 #if defined(CPU_CAPABILITY_AVX512)
-    // p 2^(n + 2) in one instruction (VSCALEFPS), the same bits: the product is a normal number wherever it is kept.
-    VF const u4 = _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(a, VF(-kFLUSH), _CMP_GE_OQ), p, n + VF(2.0f));
+    // p 2^(n + kLOG2_SCALE) in one instruction (VSCALEFPS): the bits of the exponent-bits product below.
+    VF const u = _mm512_maskz_scalef_ps(
+        _mm512_cmp_ps_mask(a, VF(-kFLUSH), _CMP_GE_OQ), p, kLOG2_SCALE == 0 ? n : n + VF(kLOG2_SCALE));
 #else
     // 2^(n + 2) from its exponent bits, (n + 2 + 127) << 23, computed exactly in fp32 and converted (n >= -128).
     VF const scale = at::vec::cast<float>(
         at::vec::convert_to_int_of_same_size(at::vec::fmadd(n, VF(0x1p23f), VF(129.0f * 0x1p23f))));
     VF const u4 = mulWhereAtLeast(p, scale, a, VF(-kFLUSH));
+    VF const u = kLOG2_SCALE == 2 ? u4 : u4 * VF(0.25f);
 #endif
-    return {u4, at::vec::fmadd(u4, VF(0.25f), VF(1.0f))};
+    if constexpr (kLOG2_SCALE == 2)
+    {
+        return {u, at::vec::fmadd(u, VF(0.25f), VF(1.0f))};
+    }
+    else
+    {
+        return {u, u + VF(1.0f)}; // the same bits as the scaled form: 1 + u rounds to 1 wherever u is subnormal
+    }
 }
 
 //! sigmoid(x) as the kernels use it (its error bound: docs/performance-notes.md); NaN gives 0 or 1, not NaN.
 inline VF sigmoid(VF const& x)
 {
-    SigmoidParts const sp = sigmoidParts(x);
+    SigmoidParts const sp = sigmoidParts<2>(x);
     VF const rd = VF(1.0f) / sp.d;
-    return bySign(x, rd, (sp.u4 * rd) * VF(0.25f));
+    return bySign(x, rd, (sp.u * rd) * VF(0.25f));
 }
 
-//! x * sigmoid(x) + b as x * r + b in one FMA, r = 1 / d for x >= 0 and u4 / d = 4 sigmoid(x) for x < 0 (one divide
+//! x * sigmoid(x) + b as x * r + b in one FMA, r = 1 / d for x >= 0 and 4u / d = 4 sigmoid(x) for x < 0 (one divide
 //! either way; 4 sigmoid stays normal down to the flush), scaled by 1/4 inside the FMA. Special values come out as
 //! F.silu's: +inf, NaN at -inf, -0 below -kFLUSH, NaN propagated through x.
 inline VF swishBias(VF const& x, VF const& b)
 {
-    SigmoidParts const sp = sigmoidParts(x);
-    VF const r = bySign(x, VF(1.0f), sp.u4) / sp.d;
+    SigmoidParts const sp = sigmoidParts<2>(x);
+    VF const r = bySign(x, VF(1.0f), sp.u) / sp.d;
     return at::vec::fmadd(x * r, bySign(x, VF(1.0f), VF(0.25f)), b);
 }
 
 //! g * s * (1 + x * (1 - s)), PyTorch's silu_backward formula, with s and 1 - s each taken without cancellation.
 inline VF swishGrad(VF const& g, VF const& x)
 {
-    SigmoidParts const sp = sigmoidParts(x);
+    SigmoidParts const sp = sigmoidParts<0>(x);
     VF const rd = VF(1.0f) / sp.d;
-    VF const t = (sp.u4 * rd) * VF(0.25f); // exp(-|x|) / (1 + exp(-|x|))
+    VF const t = sp.u * rd; // exp(-|x|) / (1 + exp(-|x|))
     return g * bySign(x, rd, t) * at::vec::fmadd(x, bySign(x, t, rd), VF(1.0f));
 }
 
