@@ -138,14 +138,14 @@ inline VF sigmoid(VF const& x)
     return bySign(x, rd, (sp.u * rd) * VF(0.25f));
 }
 
-//! x * sigmoid(x) + b as x * r + b in one FMA, r = 1 / d for x >= 0 and 4u / d = 4 sigmoid(x) for x < 0 (one divide
-//! either way; 4 sigmoid stays normal down to the flush), scaled by 1/4 inside the FMA. Special values come out as
-//! F.silu's: +inf, NaN at -inf, -0 below -kFLUSH, NaN propagated through x.
+//! x * sigmoid(x) + b as (x / 4) r + b in one FMA, r = 4 sigmoid(x): 4 / d for x >= 0, 4u / d for x < 0 (one divide
+//! either way; 4 sigmoid stays normal down to the flush, and x / 4 is exact but for subnormal x). Special values come
+//! out as F.silu's: +inf, NaN at -inf, -0 below -kFLUSH, NaN propagated through x.
 inline VF swishBias(VF const& x, VF const& b)
 {
     SigmoidParts const sp = sigmoidParts<2>(x);
-    VF const r = bySign(x, VF(1.0f), sp.u) / sp.d;
-    return at::vec::fmadd(x * r, bySign(x, VF(1.0f), VF(0.25f)), b);
+    VF const r = bySign(x, VF(4.0f), sp.u) / sp.d;
+    return at::vec::fmadd(x * VF(0.25f), r, b);
 }
 
 //! g * s * (1 + x * (1 - s)), PyTorch's silu_backward formula, with s and 1 - s each taken without cancellation.
