@@ -67,18 +67,21 @@ def reference(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     return xd * torch.sigmoid(xd) + bias.detach().to("cpu", torch.float64)
 
 
-def tolerance(x: torch.Tensor, bias: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Per-element error bound for the op's output against the fp64 reference.
+def tolerance(x: torch.Tensor, bias: torch.Tensor, dtype: torch.dtype, device: str | torch.device = "cpu"
+              ) -> torch.Tensor:
+    """Per-element error bound for the op's output against the fp64 reference, on `device` (tools/gpu_accuracy.py
+    takes it where its inputs are).
 
     The op computes in fp32 (fp64 for float64) and rounds once to the output type, so the error is at most
     half an output ulp of the result plus the fp32 math error: expf (<= 2 ulp), the divide and the two adds
     contribute a few fp32 ulps of the *terms* |silu(x)| and |b| (cancellation can make the result small
     while the terms are not). Subnormal floors cover results near zero.
     """
-    xd = x.detach().to("cpu", torch.float64)
-    silu = (xd * torch.sigmoid(xd)).abs()
-    b = bias.detach().to("cpu", torch.float64).abs()
-    ref = (reference(x, bias)).abs()
+    xd = x.detach().to(device, torch.float64)
+    bd = bias.detach().to(device, torch.float64)
+    silu = xd * torch.sigmoid(xd)
+    ref = (silu + bd).abs()  # reference(x, bias), on `device`
+    silu, b = silu.abs(), bd.abs()
     compute_eps = torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).eps
     out = torch.finfo(dtype)
     half_ulp = out.eps / 2 * ref + out.smallest_normal * out.eps  # rounding once, incl. the subnormal range

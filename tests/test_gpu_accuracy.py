@@ -13,7 +13,7 @@ from tools import gpu_accuracy  # noqa: E402
 
 
 def _every(dt: torch.dtype) -> torch.Tensor:
-    return torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32).to(torch.int16).view(dt)
+    return gpu_accuracy.inputs(dt, -(1 << 15), 1 << 15)
 
 
 def _spoiled(at: float, how):
@@ -81,7 +81,7 @@ def test_a_subnormal_result():
 def test_the_fp32_bound_is_six_and_a_half_ulps_at_a_binade_start(steps, beyond):
     """float32: the tolerance is 6.5 eps of |silu| (half an ulp for the rounding, 6 eps for the math), so where silu
     lies just above a power of two (x = 1.2785: silu = 1.00002) 5 steps off pass and 8 do not."""
-    x = torch.arange(0x3FA3_0000, 0x3FA4_0000, dtype=torch.int32).view(torch.float32)  # 1.2734 .. 1.2812
+    x = gpu_accuracy.inputs(torch.float32, 0x3FA3_0000, 0x3FA4_0000)  # 1.2734 .. 1.2812
     at = torch.tensor(1.2785, dtype=torch.float32).item()
     assert 1.0 <= at * torch.sigmoid(torch.tensor(at, dtype=torch.float64)).item() < 1.0001
 

@@ -22,7 +22,9 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import torchtrt_swish  # noqa: E402
+from samples import tolerance  # noqa: E402  (the op's test tolerance, defined once)
 from tools.cpu_accuracy import FLUSH  # noqa: E402
 
 BITS = {torch.float16: (torch.int16, 10), torch.bfloat16: (torch.int16, 7), torch.float32: (torch.int32, 23)}
@@ -33,6 +35,11 @@ def silu_plus(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return F.silu(x) + b
 
 
+def inputs(dt: torch.dtype, start: int, stop: int, device: str | torch.device = "cpu") -> torch.Tensor:
+    """The values of dt whose bit patterns, read as signed integers, run from start to stop."""
+    return torch.arange(start, stop, dtype=torch.int64, device=device).to(BITS[dt][0]).view(dt)
+
+
 def measure(x: torch.Tensor, variants: dict, acc: dict) -> None:
     """Fold one chunk of inputs into acc: {variant: [max ulp, its x, beyond, != eager]}."""
     dt = x.dtype
@@ -40,16 +47,16 @@ def measure(x: torch.Tensor, variants: dict, acc: dict) -> None:
     fi = torch.finfo(dt)
     b = torch.tensor([-0.0], device=x.device, dtype=dt)
     xd = x.double()
-    ref = (xd * torch.sigmoid(xd)).abs()  # |silu|; the error is taken against the signed value below
+    exact = xd * torch.sigmoid(xd)
     inside = x.abs() <= FLUSH
-    tol = fi.eps / 2 * ref + fi.smallest_normal * fi.eps + 6 * torch.finfo(torch.float32).eps * ref
-    _, e = torch.frexp(ref)
+    tol = tolerance(x, b, dt, x.device)
+    _, e = torch.frexp(exact.abs())
     exponent = torch.clamp(e - 1, min=int(math.log2(fi.smallest_normal)))  # floor(log2 |silu|), normal range
-    ulp = torch.ldexp(torch.ones_like(ref), (exponent - mant).to(torch.int64))
+    ulp = torch.ldexp(torch.ones_like(exact), (exponent - mant).to(torch.int64))
     ys = {name: fn(x, b) for name, fn in variants.items()}
     eager = ys["eager"]
     for name, y in ys.items():
-        err = torch.where(inside, (y.double() - xd * torch.sigmoid(xd)).abs(), torch.zeros_like(xd))
+        err = torch.where(inside, (y.double() - exact).abs(), torch.zeros_like(xd))
         in_ulps = err / ulp
         i = int(in_ulps.argmax())
         same = (y.view(ibits) == eager.view(ibits)) | (y.isnan() & eager.isnan())
@@ -71,13 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     where = torch.cuda.get_device_name() if args.device == "cuda" else args.device
     print(f"torch {torch.__version__}, {where}")
     for dt in (getattr(torch, name) for name in args.dtypes.split(",")):
-        ibits = BITS[dt][0]
         lo, hi = -(1 << (torch.finfo(dt).bits - 1)), 1 << (torch.finfo(dt).bits - 1)
         chunk = min(1 << args.log2_chunk, hi - lo)
         acc: dict = {}
         for start in range(lo, hi, chunk):
-            bits = torch.arange(start, start + chunk, dtype=torch.int64, device=args.device).to(ibits)
-            measure(bits.view(dt), variants, acc)
+            measure(inputs(dt, start, start + chunk, args.device), variants, acc)
         for name, (worst, at, beyond, differ) in acc.items():
             print(f"{str(dt)[6:]:9} {name:8} max {worst:6.3f} ulp at x = {at!r:24} beyond tolerance {beyond:>10}"
                   f"   != eager {differ:>10} of {hi - lo}")
