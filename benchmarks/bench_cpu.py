@@ -253,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, ATen CPU capability "
           f"{torch.backends.cpu.get_cpu_capability()}, op kernels {torchtrt_swish._C.cpu_kernels()} "
-          f"(page prefetch {'on' if torchtrt_swish._C.cpu_page_prefetch() else 'off'}), "
+          f"(page prefetch {'on' if torchtrt_swish._C.cpu_page_prefetch() else 'off'}, bf16 rounded by "
+          f"{'AVX512_BF16' if torchtrt_swish._C.cpu_bf16_instruction() else 'integer arithmetic'}), "
           f"{os.cpu_count()} cores, {torch.__config__.parallel_info().splitlines()[-1].strip()}; "
           f"median of {args.rounds} rounds")
     for i, mode in enumerate(modes):

@@ -65,6 +65,36 @@ def _half_every_input(dtype: torch.dtype) -> dict[str, int]:
     return bad
 
 
+def _bf16_rounding_mismatches() -> dict[str, int]:
+    """bf16 results that are not the op's fp32 results rounded once by torch's own conversion (to nearest even,
+    subnormals kept; a NaN for a NaN): every bf16 pattern as x and, paired with another x, as g; zero, negative zero
+    and per-element biases. Checks the kernels' narrowing (AVX512_BF16's instruction where the copy takes it)."""
+    x = torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).view(256, 256)
+    xs = torch.where(x.isfinite(), x, 0)
+    g = xs.flatten().flip(0).view_as(xs)  # subnormal g meet every x: subnormal dx
+
+    def differ(got: torch.Tensor, want: torch.Tensor) -> int:
+        same = (got.view(torch.int16) == want.view(torch.int16)) | (got.isnan() & want.isnan())
+        return int((~same).sum())
+
+    bad = {"forward": 0, "backward": 0}
+    gen = torch.Generator().manual_seed(16)
+    for b in (torch.tensor([0.0]), torch.tensor([-0.0]), torch.randn(256, generator=gen)):
+        b = b.bfloat16()
+        want = torch.ops.torchtrt_swish.swish(x.float(), b.float()).bfloat16()
+        bad["forward"] += differ(torch.ops.torchtrt_swish.swish(x, b), want)
+        want_dx, _ = torch.ops.torchtrt_swish.swish_backward(g.float(), xs.float(), b.float())
+        bad["backward"] += differ(torch.ops.torchtrt_swish.swish_backward(g, xs, b)[0], want_dx.bfloat16())
+    return bad
+
+
+def _cpu_flags() -> set[str]:
+    """The CPU's feature flags as /proc/cpuinfo lists them (empty where there is none)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    text = cpuinfo.read_text() if cpuinfo.exists() else ""
+    return {f for line in text.splitlines() if line.startswith("flags") for f in line.split(":", 1)[1].split()}
+
+
 def _bias_grad_in_plan_order(g: torch.Tensor, outer: int, channels: int, inner: int) -> torch.Tensor:
     """dbias as kernels/swish_cpu.h's plan orders the sums (fp64): tasks of rows x channel tiles x inner segments,
     each inner run summed in eight lanes by position (combined pairwise), partials added in row-block order. An
@@ -130,13 +160,16 @@ def _report() -> dict:
     return {"aten": torch.backends.cpu.get_cpu_capability(), "kernels": _C.cpu_kernels(),
             "measure": cpu_accuracy.measure(cpu_accuracy.sample()),
             "half": {str(dt): _half_every_input(dt) for dt in (torch.float16, torch.bfloat16)},
+            "bf16_instruction": _C.cpu_bf16_instruction(), "bf16_rounding": _bf16_rounding_mismatches(),
             "bias_grad_mismatches": _bias_grad_mismatches()}
 
 
 @pytest.mark.parametrize("capability", _capabilities())
 def test_every_exponent_within_the_documented_bounds(capability):
     """Each copy's sigmoid, silu and f' stay within BOUNDS on every exponent and edge; beyond |x| = 88.7228 and for
-    inf / NaN its results are F.silu's and silu_backward's bits; fp16 / bf16 meet test_ops' bounds on every input."""
+    inf / NaN its results are F.silu's and silu_backward's bits; fp16 / bf16 meet test_ops' bounds on every input, and
+    bf16 results are the fp32 ones rounded once (with AVX512_BF16's instruction in the AVX512 copy where the CPU has
+    it: /proc/cpuinfo's avx512_bf16)."""
     env = dict(os.environ, ATEN_CPU_CAPABILITY=capability, PYTHONPATH=str(ROOT))
     proc = subprocess.run([sys.executable, __file__], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
@@ -152,6 +185,10 @@ def test_every_exponent_within_the_documented_bounds(capability):
     assert mismatches == 0, f"{capability}: {int(mismatches)} results differ from PyTorch's, first x = {first!r}"
     assert r["half"] == {str(dt): {"forward": 0, "backward": 0} for dt in (torch.float16, torch.bfloat16)}, r
     assert r["bias_grad_mismatches"] == 0, f"{capability}: dbias not summed in the plan's order"
+    assert r["bf16_rounding"] == {"forward": 0, "backward": 0}, (capability, r["bf16_instruction"], r["bf16_rounding"])
+    flags = _cpu_flags()
+    if flags:  # the AVX512 copy takes AVX512_BF16's rounding exactly where the CPU has it (cpu_vec::avx512Bf16)
+        assert r["bf16_instruction"] == (capability == "avx512" and "avx512_bf16" in flags), (capability, r)
 
 
 def test_sample_covers_every_exponent_and_edge():

@@ -178,6 +178,25 @@ inline Vectorized<double> swishGrad(Vectorized<double> const& g, Vectorized<doub
     return g * s * (one + x * (one - s));
 }
 
+//! lo and hi (elements [0, 16) and [16, 32) of a vector of T) rounded to T, to nearest even. With AVX512_BF16
+//! (bf16Insn: avx512Bf16()) bf16 takes one VCVTNE2PS2BF16, whose bits are ATen's but for subnormals, which it flushes
+//! to zero (a vector holding one takes ATen's rounding), and NaN payloads (a NaN either way).
+template <typename T>
+C10_ALWAYS_INLINE Vectorized<T> narrow(VF const& lo, VF const& hi, [[maybe_unused]] bool bf16Insn)
+{
+#if defined(CPU_CAPABILITY_AVX512) && defined(__AVX512BF16__)
+    if constexpr (std::is_same_v<T, c10::BFloat16>)
+    {
+        constexpr int kSUBNORMAL = 0x20; // VFPCLASSPS's denormal category
+        if (bf16Insn && (_mm512_fpclass_ps_mask(lo, kSUBNORMAL) | _mm512_fpclass_ps_mask(hi, kSUBNORMAL)) == 0)
+        {
+            return Vectorized<T>(reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+        }
+    }
+#endif
+    return at::vec::convert_from_float<T>(lo, hi);
+}
+
 // Prefetch distance of the streaming loops where they prefetch (pagePrefetch): the next 4 KB page of every input and
 // of the output, which the hardware prefetchers, stopping at page boundaries, would reach late.
 constexpr int64_t kPREFETCH_BYTES = 4096;
@@ -204,6 +223,7 @@ void map2(T const* a, T const* b, T* out, int64_t len, Op const& op)
 {
     using V = Vectorized<T>;
     constexpr int64_t kW = V::size();
+    bool const bf16Insn = avx512Bf16();
     auto body = [&](V const& av, V const& bv) -> V {
         if constexpr (std::is_same_v<T, c10::Half> || std::is_same_v<T, c10::BFloat16>)
         {
@@ -211,12 +231,12 @@ void map2(T const* a, T const* b, T* out, int64_t len, Op const& op)
             if constexpr (kBroadcastB)
             {
                 VF const bb(static_cast<float>(b[0]));
-                return at::vec::convert_from_float<T>(op(a0, bb), op(a1, bb));
+                return narrow<T>(op(a0, bb), op(a1, bb), bf16Insn);
             }
             else
             {
                 auto [b0, b1] = at::vec::convert_to_float<T>(bv);
-                return at::vec::convert_from_float<T>(op(a0, b0), op(a1, b1));
+                return narrow<T>(op(a0, b0), op(a1, b1), bf16Insn);
             }
         }
         else
@@ -357,6 +377,7 @@ int64_t gradRunSum(T const* g, T const* x, T* dx, int64_t len, int64_t ahead, Su
     using V = Vectorized<T>;
     constexpr int64_t kW = V::size();
     bool const pf = pagePrefetch();
+    bool const bf16Insn = avx512Bf16();
     int64_t k = 0;
     for (; k + kW <= len; k += kW)
     {
@@ -374,7 +395,7 @@ int64_t gradRunSum(T const* g, T const* x, T* dx, int64_t len, int64_t ahead, Su
         {
             auto const [g0, g1] = at::vec::convert_to_float<T>(gv);
             auto const [x0, x1] = at::vec::convert_to_float<T>(xv);
-            at::vec::convert_from_float<T>(swishGrad(g0, x0), swishGrad(g1, x1)).store(dx + k);
+            narrow<T>(swishGrad(g0, x0), swishGrad(g1, x1), bf16Insn).store(dx + k);
             sumVec(k, widen(g0));
             sumVec(k + VF::size(), widen(g1));
         }

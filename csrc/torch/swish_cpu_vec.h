@@ -47,6 +47,19 @@ inline bool pagePrefetch()
 #endif
 }
 
+//! Whether the AVX512 copy rounds fp32 to bf16 with AVX512_BF16's VCVTNE2PS2BF16 (one instruction for 32 elements
+//! where ATen's vector code takes 16): built with it, and this CPU has it (Intel Cooper Lake and Sapphire Rapids on,
+//! AMD Zen 4 on).
+inline bool avx512Bf16()
+{
+#if defined(TORCHTRT_SWISH_AVX512BF16)
+    static bool const on = (__builtin_cpu_init(), __builtin_cpu_supports("avx512bf16"));
+    return on;
+#else
+    return false;
+#endif
+}
+
 // One namespace per instruction set, named like ATen's CPU_CAPABILITY values; CMakeLists.txt builds swish_cpu_vec.cpp
 // once for each with that macro and the matching -m flags. TORCHTRT_SWISH_CPU_X86 says the x86 ones were built.
 namespace DEFAULT {

@@ -306,6 +306,20 @@ PyObject* cpuPagePrefetch(PyObject*, PyObject*)
     return PyBool_FromLong(torchtrt_swish::cpu_vec::pagePrefetch() ? 1 : 0);
 }
 
+PyObject* cpuBf16Instruction(PyObject*, PyObject*)
+{
+    try
+    {
+        return PyBool_FromLong(
+            std::string(torchtrt_swish::cpuKernels().name) == "AVX512" && torchtrt_swish::cpu_vec::avx512Bf16() ? 1 : 0);
+    }
+    catch (std::exception const& e)
+    {
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+        return nullptr;
+    }
+}
+
 // The op's treatment of a writable buffer as an output: whether it took it for fresh memory and faulted it in (tests
 // check the decision and the pages against /proc/self/smaps).
 PyObject* prefaultOutput(PyObject*, PyObject* arg)
@@ -356,6 +370,9 @@ PyMethodDef kMETHODS[] = {
     {"cpu_kernels", cpuKernelsName, METH_NOARGS, "The instruction set of the CPU kernels the op runs (DEFAULT, AVX2, AVX512)."},
     {"cpu_page_prefetch", cpuPagePrefetch, METH_NOARGS,
         "Whether the CPU kernels prefetch a page ahead of each stream here (off on AMD CPUs)."},
+    {"cpu_bf16_instruction", cpuBf16Instruction, METH_NOARGS,
+        "Whether the CPU kernels round fp32 to bf16 with AVX512_BF16's instruction here (the AVX512 copy, where the "
+        "CPU has it)."},
     {"cpu_sigmoid", cpuSigmoid, METH_VARARGS, "(x, y): y = the CPU kernels' fp32 sigmoid of x (float32 buffers)."},
     {"prefault_output", prefaultOutput, METH_O,
         "(writable buffer) -> whether the CPU op would take it for a fresh output and fault it in (it does so)."},
