@@ -16,6 +16,10 @@ Each number is the median wall time of one call over rounds; in a round every va
 rotates, so a shared machine's load falls on all alike. Before timing, table 1 prints ours' and ORT's max error
 against fp64, and table 2 checks ours against aten.
 
+--l2 prints only a table of ns per element at 1 thread on a [64,64,64] tensor (1 MB, in L2 on these CPUs): copy_, ORT,
+ours forward, backward (dx and dbias) and bf16 forward, each the best of --rounds blocks of 1000 calls: the math without
+the memory, what the kernels' changes are measured by (docs/performance-notes.md).
+
 Memory: PyTorch allocates each output, and glibc maps a block this large fresh from the kernel each time and unmaps
 it on free, so every call of an op that returns 64 MB first takes 16384 page faults (the kernel zeroes each page);
 ONNX Runtime's arena and the preallocated copy_ take none. --memory picks how the tables' process allocates (each
@@ -28,7 +32,7 @@ mode runs in a child process, since both settings are read at its start):
 A comma list runs several, e.g. --memory reused,fresh,thp.
 
 Usage: python benchmarks/bench_cpu.py [--threads 1,2,all] [--rounds 21] [--warmup 3] [--memory reused,fresh,thp]
-                                      [--cases NAME,...|none]
+                                      [--cases NAME,...|none] [--l2]
   e.g. on a 16-core host: --threads 1,2,8,16. ATEN_CPU_CAPABILITY=avx2 (default, avx512) picks the op's kernel copy
   the way it picks ATen's; the header line names the copy that ran. Needs torch, numpy, onnx and onnxruntime.
 """
@@ -51,6 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torchtrt_swish  # noqa: E402
 
 SHAPE, BIAS_SHAPE = (64, 64, 64, 64), (64, 1, 1)
+# --l2: 2^18 elements (1 MB of fp32 a tensor, in L2), timed in blocks of L2_REPS calls.
+L2_SHAPE, L2_BIAS_SHAPE, L2_REPS = (64, 64, 64), (64, 1), 1000
 TARGETS = {"fwd/ORT": 1.1, "fwd+bwd/copy": 3.0, "bf16/copy": 1.5}
 # The environment of each memory mode's process: glibc keeping freed memory for the next allocation (mallopt(3)), its
 # defaults, PyTorch's transparent-huge-page allocations.
@@ -81,14 +87,14 @@ def median_ms(steps: dict, rounds: int, warmup: int) -> dict[str, float]:
     return {n: statistics.median(ts) * 1e3 for n, ts in times.items()}
 
 
-def ort_session(threads: int, model_dir: Path):
+def ort_session(threads: int, model_dir: Path, shape: tuple[int, ...] = SHAPE):
     """An ORT session of Mul(x, Sigmoid(x)) on `threads` intra-op threads, optimizations on, and the op types of the
     model its optimizer saved."""
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(SHAPE)) for n in ("x", "y")]
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(shape)) for n in ("x", "y")]
     nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["y"])]
     model = helper.make_model(helper.make_graph(nodes, "silu", vi[:1], vi[1:]),
                               opset_imports=[helper.make_opsetid("", 17)])
@@ -163,6 +169,35 @@ def floor_table(counts: list[int], rounds: int, warmup: int, fresh: bool) -> int
     return missed
 
 
+def l2_table(rounds: int) -> None:
+    """Print ns per element at 1 thread on a tensor that stays in L2 (--l2): the kernels' math without the memory."""
+    torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(L2_SHAPE, generator=gen) * 4
+    b = torch.randn(L2_BIAS_SHAPE, generator=gen)
+    g = torch.randn(L2_SHAPE, generator=gen)
+    xb, bb, xn, y = x.bfloat16(), b.bfloat16(), x.numpy(), torch.empty_like(x)
+    with tempfile.TemporaryDirectory() as tmp:
+        sess, _ = ort_session(1, Path(tmp), L2_SHAPE)
+        steps = {"copy_": lambda: y.copy_(x), "ORT": lambda: sess.run(None, {"x": xn}),
+                 "fwd": lambda: torchtrt_swish.swish(x, b),
+                 "bwd (dx, dbias)": lambda: torch.ops.torchtrt_swish.swish_backward(g, x, b),
+                 "bf16 fwd": lambda: torchtrt_swish.swish(xb, bb)}
+        best = {}
+        for name, step in steps.items():
+            step()
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                for _ in range(L2_REPS):
+                    step()
+                best[name] = min(best.get(name, float("inf")), (time.perf_counter() - t0) / L2_REPS)
+    print(f"in L2: {list(L2_SHAPE)} fp32, bias {list(L2_BIAS_SHAPE)}, 1 thread, ns per element (best of {rounds} "
+          f"blocks of {L2_REPS} calls)")
+    print("| " + " | ".join(steps) + " |")
+    print("|---" * len(steps) + "|")
+    print("| " + " | ".join(f"{best[n] / x.numel() * 1e9:.3f}" for n in steps) + " |")
+
+
 def aten_table(names: list[str], counts: list[int], rounds: int, warmup: int) -> None:
     """Print table 2: ours against F.silu(x) + b, forward and forward + backward."""
     print()
@@ -232,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", default="1,2,all")
     ap.add_argument("--memory", default="reused")
     ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--l2", action="store_true", help="only the in-L2 table (ns per element, 1 thread)")
     ap.add_argument("--child", help=argparse.SUPPRESS)  # the memory mode this process was started for
     args = ap.parse_args(argv)
     try:
@@ -255,8 +291,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{torch.backends.cpu.get_cpu_capability()}, op kernels {torchtrt_swish._C.cpu_kernels()} "
           f"(page prefetch {'on' if torchtrt_swish._C.cpu_page_prefetch() else 'off'}, bf16 rounded by "
           f"{'AVX512_BF16' if torchtrt_swish._C.cpu_bf16_instruction() else 'integer arithmetic'}), "
-          f"{os.cpu_count()} cores, {torch.__config__.parallel_info().splitlines()[-1].strip()}; "
-          f"median of {args.rounds} rounds")
+          f"{os.cpu_count()} cores, {torch.__config__.parallel_info().splitlines()[-1].strip()}"
+          + ("" if args.l2 else f"; median of {args.rounds} rounds"))
+    if args.l2:
+        l2_table(args.rounds)
+        return 0
     for i, mode in enumerate(modes):
         if i:
             print()

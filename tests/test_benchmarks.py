@@ -241,3 +241,21 @@ def test_bench_cpu_rejects_bad_arguments(argv, capsys):
 
     assert bench_cpu.main(argv) == 2
     assert capsys.readouterr().err.startswith("bench_cpu: ")
+
+
+def test_bench_cpu_l2_table(capsys):
+    """--l2: one row of ns per element for copy_, ORT, the forward, the backward and the bf16 forward, each finite and
+    positive, at 1 thread (the in-L2 figures of the performance notes)."""
+    pytest.importorskip("onnxruntime", reason="needs onnxruntime (the onnx extra)")
+    from benchmarks import bench_cpu
+
+    threads = torch.get_num_threads()
+    try:
+        assert bench_cpu.main(["--l2", "--rounds", "1"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("in L2: [64, 64, 64] fp32"))
+    assert lines[at + 1] == "| copy_ | ORT | fwd | bwd (dx, dbias) | bf16 fwd |", lines
+    values = [float(v) for v in lines[at + 3].strip("| ").split(" | ")]
+    assert len(values) == 5 and all(0 < v < 1e3 for v in values), values
