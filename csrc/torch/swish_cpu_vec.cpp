@@ -355,8 +355,8 @@ inline Halves widen(VF const& v)
 #endif
 }
 
-//! p[0, VF::size()) widened to double by converting loads: widening a loaded vector (widen) takes a shuffle more, 4 %
-//! of the fp32 backward with bias sums on Zen 4 (performance notes).
+//! p[0, VF::size()) widened to double by converting loads: widening the loaded vector (widen) takes a shuffle more,
+//! 2-4 % of the fp32 backward on Zen 4, 8 % in the AVX2 copy (performance notes).
 inline Halves widenLoad(float const* p)
 {
 #if defined(CPU_CAPABILITY_AVX512)

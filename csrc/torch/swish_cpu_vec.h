@@ -48,8 +48,7 @@ inline bool pagePrefetch()
 }
 
 //! Whether the AVX512 copy rounds fp32 to bf16 with AVX512_BF16's VCVTNE2PS2BF16 (one instruction for 32 elements
-//! where ATen's vector code takes 16): built with it, and this CPU has it (Intel Cooper Lake and Sapphire Rapids on,
-//! AMD Zen 4 on).
+//! where ATen's vector code takes 16): built with it, and this CPU has it (AMD Zen 4 and the H200 host's Xeon do).
 inline bool avx512Bf16()
 {
 #if defined(TORCHTRT_SWISH_AVX512BF16)

@@ -306,6 +306,7 @@ PyObject* cpuPagePrefetch(PyObject*, PyObject*)
     return PyBool_FromLong(torchtrt_swish::cpu_vec::pagePrefetch() ? 1 : 0);
 }
 
+// Whether the CPU kernels the op runs round fp32 to bf16 with AVX512_BF16's instruction (cpu_vec::avx512Bf16).
 PyObject* cpuBf16Instruction(PyObject*, PyObject*)
 {
     try
