@@ -356,3 +356,27 @@ def test_page_prefetch_is_off_on_amd_only():
     if not vendors:
         pytest.skip("no vendor_id in /proc/cpuinfo: not an x86 Linux machine")
     assert torchtrt_swish._C.cpu_page_prefetch() == ("AuthenticAMD" not in vendors), vendors
+
+
+# AVX512_BF16's instructions (the AVX512 copy is built with -mavx512bf16 but runs on AVX512 CPUs without it too).
+_BF16_ISA = ("vcvtne2ps2bf16", "vcvtneps2bf16", "vdpbf16ps")
+
+
+def test_bf16_instructions_only_where_the_avx512_copy_rounds():
+    """In the built _C, AVX512_BF16 instructions appear only as the AVX512 copy's VCVTNE2PS2BF16 (cpu_vec's narrow,
+    behind avx512Bf16()), never where the compiler chose one itself: a CPU with AVX512 but not AVX512_BF16 would stop
+    there with an illegal instruction."""
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        pytest.skip("needs objdump (binutils) to disassemble _C")
+    out = subprocess.run([objdump, "-d", "--no-show-raw-insn", "-C", torchtrt_swish._C.__file__],
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    function, found = "", []
+    for line in out.splitlines():
+        if line.endswith(">:"):
+            function = line
+        elif any(m in line for m in _BF16_ISA):
+            found.append((line.split()[1], function))
+    if torchtrt_swish._C.cpu_bf16_instruction():
+        assert found, "the AVX512 copy rounds bf16 with AVX512_BF16 here, but _C holds none of its instructions"
+    assert all(m == "vcvtne2ps2bf16" and "cpu_vec::AVX512::" in f for m, f in found), found[:5]
