@@ -31,13 +31,24 @@ def _capabilities() -> list[str]:
     return ["default"] + (["avx2", "avx512"] if x86 else [])
 
 
+def _every_pattern(dtype: torch.dtype) -> torch.Tensor:
+    """All 2^16 values of a 16-bit dtype, as [256, 256]."""
+    return torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32).to(torch.int16).view(dtype).view(256, 256)
+
+
+def _bits_differ(got: torch.Tensor, want: torch.Tensor) -> int:
+    """How many 16-bit elements differ bit for bit (any NaN equals any NaN)."""
+    same = (got.view(torch.int16) == want.view(torch.int16)) | (got.isnan() & want.isnan())
+    return int((~same).sum())
+
+
 def _half_every_input(dtype: torch.dtype) -> dict[str, int]:
     """Inputs of all 2^16 bit patterns: how many forward / backward results miss test_ops' bounds. Forward against
     the fp64 reference where F.silu(x) + b is finite and x >= -88.72, else bit for bit F.silu(x) + b (computed in
     fp32, rounded once, as the kernels do); backward for the finite inputs."""
     from samples import reference, tolerance
 
-    x = torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32).to(torch.int16).view(dtype).view(256, 256)
+    x = _every_pattern(dtype)
     gen = torch.Generator().manual_seed(38)
     bad = {"forward": 0, "backward": 0}
     for b in (torch.tensor([0.0]), torch.tensor([-0.0]), torch.tensor([0.375]), torch.randn(256, generator=gen)):
@@ -48,8 +59,7 @@ def _half_every_input(dtype: torch.dtype) -> dict[str, int]:
         bx = b.expand_as(x)
         err = (y[ok].double() - reference(x[ok], bx[ok])).abs()
         bad["forward"] += int((~(err <= tolerance(x[ok], bx[ok], dtype))).sum())
-        same = (y[~ok].view(torch.int16) == want[~ok].view(torch.int16)) | (y[~ok].isnan() & want[~ok].isnan())
-        bad["forward"] += int((~same).sum())
+        bad["forward"] += _bits_differ(y[~ok], want[~ok])
         finite = x.isfinite()
         xs = torch.where(finite, x, 0)
         g = torch.where(finite, torch.randn(x.shape, generator=gen).to(dtype), 0)
@@ -69,22 +79,17 @@ def _bf16_rounding_mismatches() -> dict[str, int]:
     """bf16 results that are not the op's fp32 results rounded once by torch's own conversion (to nearest even,
     subnormals kept; a NaN for a NaN): every bf16 pattern as x and, paired with another x, as g; zero, negative zero
     and per-element biases. Checks the kernels' narrowing (AVX512_BF16's instruction where the copy takes it)."""
-    x = torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).view(256, 256)
+    x = _every_pattern(torch.bfloat16)
     xs = torch.where(x.isfinite(), x, 0)
     g = xs.flatten().flip(0).view_as(xs)  # subnormal g meet every x: subnormal dx
-
-    def differ(got: torch.Tensor, want: torch.Tensor) -> int:
-        same = (got.view(torch.int16) == want.view(torch.int16)) | (got.isnan() & want.isnan())
-        return int((~same).sum())
-
     bad = {"forward": 0, "backward": 0}
     gen = torch.Generator().manual_seed(16)
     for b in (torch.tensor([0.0]), torch.tensor([-0.0]), torch.randn(256, generator=gen)):
         b = b.bfloat16()
         want = torch.ops.torchtrt_swish.swish(x.float(), b.float()).bfloat16()
-        bad["forward"] += differ(torch.ops.torchtrt_swish.swish(x, b), want)
+        bad["forward"] += _bits_differ(torch.ops.torchtrt_swish.swish(x, b), want)
         want_dx, _ = torch.ops.torchtrt_swish.swish_backward(g.float(), xs.float(), b.float())
-        bad["backward"] += differ(torch.ops.torchtrt_swish.swish_backward(g, xs, b)[0], want_dx.bfloat16())
+        bad["backward"] += _bits_differ(torch.ops.torchtrt_swish.swish_backward(g, xs, b)[0], want_dx.bfloat16())
     return bad
 
 
