@@ -8,7 +8,7 @@ Table 1, on the [64,64,64,64] fp32 tensor with a [64,1,1] bias, side by side in 
   bf16 fwd    the same forward on bf16 x and b
   aten fwd    F.silu(x) + b, for reference
 Targets (issue 38): fp32 forward <= 1.1x ORT, fp32 forward + backward <= 3x copy_, bf16 forward <= 1.5x the fp32
-copy_; each row says PASS or FAIL. Table 2 (--cases): the op against F.silu(x) + b on three layouts, forward and
+copy_; each row says PASS or FAIL. Table 2 (--cases): the op against F.silu(x) + b on four layouts, forward and
 forward + backward (goal: ours >= aten), and against a copy_ of the same x in its own dtype (table 1's forward +
 backward target, <= 3x, for the other layouts; a bf16 case moves half the bytes of table 1's fp32 copy_).
 
@@ -64,11 +64,13 @@ MEMORY_ENV = {"reused": {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(
               "thp": {"THP_MEM_ALLOC_ENABLE": "1"}}
 MEMORY_NOTE = {"reused": "freed memory reused", "fresh": "fresh pages (glibc defaults)",
                "thp": "fresh pages, 2 MB where THP allows"}
-# name: (x shape, bias shape, dtype): the issue's NCHW case; the same in bf16; a transformer-like last-dim bias.
+# name: (x shape, bias shape, dtype): the issue's NCHW case; the same in bf16; a transformer-like last-dim bias; a
+# late CNN stage's 7x7 planes (EfficientNet-B0's last blocks: 1152 channels).
 CASES = {
     "nchw_fp32": (SHAPE, BIAS_SHAPE, torch.float32),
     "nchw_bf16": (SHAPE, BIAS_SHAPE, torch.bfloat16),
     "lastdim_fp32": ((8192, 2048), (2048,), torch.float32),
+    "nchw7x7_fp32": ((128, 1152, 7, 7), (1152, 1, 1), torch.float32),
 }
 
 

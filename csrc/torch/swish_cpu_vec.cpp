@@ -368,10 +368,10 @@ inline Halves widenLoad(float const* p)
 #endif
 }
 
-//! dx = swishGrad(g, x) over [0, len), g's elements [k, k + VF::size()) widened to double and handed to
+//! dx = swishGrad(g, x) over [0, len) (if kDX), g's elements [k, k + VF::size()) widened to double and handed to
 //! sumVec(k, halves); returns where the whole vectors end (the caller sums the rest of g itself). Prefetches `ahead`
 //! elements ahead of each vector.
-template <typename T, typename SumVec>
+template <typename T, bool kDX, typename SumVec>
 int64_t gradRunSum(T const* g, T const* x, T* dx, int64_t len, int64_t ahead, SumVec&& sumVec)
 {
     using V = Vectorized<T>;
@@ -382,35 +382,48 @@ int64_t gradRunSum(T const* g, T const* x, T* dx, int64_t len, int64_t ahead, Su
     for (; k + kW <= len; k += kW)
     {
         prefetchAhead(pf, g, k, ahead);
-        prefetchAhead(pf, x, k, ahead);
-        prefetchAhead(pf, dx, k, ahead);
-        V const gv = V::loadu(g + k);
-        V const xv = V::loadu(x + k);
+        if constexpr (kDX)
+        {
+            prefetchAhead(pf, x, k, ahead);
+            prefetchAhead(pf, dx, k, ahead);
+        }
         if constexpr (std::is_same_v<T, float>)
         {
-            swishGrad(gv, xv).store(dx + k);
+            if constexpr (kDX)
+            {
+                swishGrad(V::loadu(g + k), V::loadu(x + k)).store(dx + k);
+            }
             sumVec(k, widenLoad(g + k));
         }
         else
         {
-            auto const [g0, g1] = at::vec::convert_to_float<T>(gv);
-            auto const [x0, x1] = at::vec::convert_to_float<T>(xv);
-            narrow<T>(swishGrad(g0, x0), swishGrad(g1, x1), bf16Insn).store(dx + k);
+            auto const [g0, g1] = at::vec::convert_to_float<T>(V::loadu(g + k));
+            if constexpr (kDX)
+            {
+                auto const [x0, x1] = at::vec::convert_to_float<T>(V::loadu(x + k));
+                narrow<T>(swishGrad(g0, x0), swishGrad(g1, x1), bf16Insn).store(dx + k);
+            }
             sumVec(k, widen(g0));
             sumVec(k + VF::size(), widen(g1));
         }
     }
-    gradRun(g + k, x + k, dx + k, len - k);
+    if constexpr (kDX)
+    {
+        gradRun(g + k, x + k, dx + k, len - k);
+    }
     return k;
 }
 
-//! dx over [0, len) and lane[k % 8] += g[k] in order (as addLanes(lane, g, len) does, the same bits).
-template <typename T>
+//! dx over [0, len) (if kDX) and lane[k % 8] += g[k] in order (as addLanes(lane, g, len) does, the same bits).
+template <typename T, bool kDX = true>
 void gradRunLaneSum(T const* g, T const* x, T* dx, int64_t len, double (&lane)[8])
 {
     if constexpr (std::is_same_v<T, double>)
     {
-        gradRun(g, x, dx, len);
+        if constexpr (kDX)
+        {
+            gradRun(g, x, dx, len);
+        }
         addLanes(lane, g, len);
     }
     else
@@ -421,7 +434,7 @@ void gradRunLaneSum(T const* g, T const* x, T* dx, int64_t len, double (&lane)[8
             acc[v] = VD::loadu(lane + v * VD::size());
         }
         // The half starting at element k feeds the lanes k % 8 onwards: lane vector (k / VD::size()) % kLANE_VECS.
-        int64_t const whole = gradRunSum(g, x, dx, len, kPREFETCH_AHEAD<T>, [&](int64_t k, Halves const& halves) {
+        int64_t const whole = gradRunSum<T, kDX>(g, x, dx, len, kPREFETCH_AHEAD<T>, [&](int64_t k, Halves const& halves) {
             auto const& [lo, hi] = halves;
             int64_t const v = (k / VD::size()) % kLANE_VECS;
             acc[v] = acc[v] + lo;
@@ -449,7 +462,7 @@ void gradRunAccumulate(T const* g, T const* x, T* dx, int64_t len, int64_t ahead
     }
     else
     {
-        whole = gradRunSum(g, x, dx, len, ahead, [&](int64_t k, Halves const& halves) {
+        whole = gradRunSum<T, true>(g, x, dx, len, ahead, [&](int64_t k, Halves const& halves) {
             auto const& [lo, hi] = halves;
             (VD::loadu(acc + k) + lo).store(acc + k);
             (VD::loadu(acc + k + VD::size()) + hi).store(acc + k + VD::size());
@@ -512,10 +525,51 @@ void biasGradTask(T const* g, T const* x, T* dx, cpu::BiasGradPlan const& p, int
     }
 }
 
+// Planes (inner runs) shorter than this take shortPlanesTask in the fused backward; from 64 elements biasGradTask's
+// loop per plane is as fast or faster (performance notes).
+constexpr int64_t kSHORT_PLANE = 64;
+
+//! biasGradTask with dx for planes of 2 to kSHORT_PLANE - 1 elements (so each task holds whole planes: the plan's
+//! segment is the plane): dx over a row's planes as one run (a plane alone ends in a partial vector, the whole math
+//! for a few elements), then each plane's g summed as gradRunLaneSum sums it (the same bits), from the cache.
+template <typename T>
+void shortPlanesTask(T const* g, T const* x, T* dx, cpu::BiasGradPlan const& p, int64_t t, double* partial)
+{
+    cpu::BiasGradTaskRange const r = cpu::biasGradTaskRange(p, t);
+    double* acc = partial + r.row * p.channels;
+    for (int64_t c = r.c0; c < r.c1; ++c)
+    {
+        acc[c] = 0.0;
+    }
+    for (int64_t o = r.o0; o < r.o1; ++o)
+    {
+        int64_t const at = (o * p.channels + r.c0) * p.inner;
+        gradRun(g + at, x + at, dx + at, (r.c1 - r.c0) * p.inner);
+        for (int64_t c = r.c0; c < r.c1; ++c)
+        {
+            double lane[8] = {};
+            gradRunLaneSum<T, false>(g + at + (c - r.c0) * p.inner, nullptr, nullptr, p.inner, lane);
+            acc[c] += laneTotal(lane);
+        }
+    }
+}
+
 template <typename T, bool kWithDx>
 void biasGradTyped(
     void const* gv, void const* xv, void* dxv, cpu::BiasGradPlan const& plan, int64_t begin, int64_t end, double* partial)
 {
+    if constexpr (kWithDx)
+    {
+        if (plan.inner > 1 && plan.inner < kSHORT_PLANE)
+        {
+            for (int64_t t = begin; t < end; ++t)
+            {
+                shortPlanesTask(static_cast<T const*>(gv), static_cast<T const*>(xv), static_cast<T*>(dxv), plan, t,
+                    partial);
+            }
+            return;
+        }
+    }
     for (int64_t t = begin; t < end; ++t)
     {
         biasGradTask<T, kWithDx>(

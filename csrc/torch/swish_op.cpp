@@ -27,8 +27,11 @@ namespace {
 
 // Below this many elements per task, threading costs more than it saves (ATen's grain size for elementwise ops).
 constexpr int64_t kGRAIN = 32768;
-// A forward run shorter than this (a last-dim bias of few channels) is mostly partial-vector tail.
+// A forward run shorter than this (a last-dim bias of few channels, planes of few elements) is mostly partial-vector
+// tail.
 constexpr int64_t kMIN_RUN = 256;
+// The most bias values the forward spells out for short planes (2^17: 512 KB of fp32, within an L2 of 1 MB).
+constexpr int64_t kMAX_PATTERN = int64_t{1} << 17;
 
 #ifdef __linux__
 #ifndef MADV_POPULATE_WRITE
@@ -112,12 +115,21 @@ at::Tensor swishCpu(at::Tensor const& x, at::Tensor const& bias)
     int64_t const n = p.x.numel();
     at::Tensor b = p.bias;
     BiasSpec spec = p.spec;
+    int64_t const period = spec.channels * spec.inner;
+    if (spec.channels > 1 && spec.inner > 1 && spec.inner < kMIN_RUN && period <= kMAX_PATTERN && n >= 16 * period)
+    {
+        // Planes shorter than kMIN_RUN end in a partial vector each: the bias as the last-dim pattern it makes over
+        // one period of x (bias[(i / inner) % C] is pattern[i % (C * inner)]), in runs of the whole period; x holds
+        // 16 periods or more, so spelling it out costs a sixteenth of the call at most.
+        b = p.bias.reshape({-1}).repeat_interleave(spec.inner);
+        spec = BiasSpec{period, 1};
+    }
     if (spec.inner == 1 && spec.channels > 1 && spec.channels < kMIN_RUN && n >= 16 * kMIN_RUN)
     {
         // A short last-dim bias cuts x into runs of a partial vector or two: repeat it to >= kMIN_RUN values, the
         // same bias per element (bias[i % (C * k)] is bias[i % C]), in runs long enough to be vector work.
         int64_t const reps = (kMIN_RUN + spec.channels - 1) / spec.channels;
-        b = p.bias.reshape({-1}).repeat({reps});
+        b = b.reshape({-1}).repeat({reps});
         spec.channels *= reps;
     }
     void const* xp = p.x.const_data_ptr();
