@@ -84,6 +84,13 @@ std::string proveBiasGrad(int64_t outer, int64_t channels, int64_t inner)
         {
             return "task " + std::to_string(t) + ": empty or past the partial rows";
         }
+        // A plane of at most kBIAS_GRAD_CHUNK elements is whole in its task: the fused backward's shortPlanesTask
+        // (swish_cpu_vec.cpp) runs a task's planes of a row as one stretch of g.
+        if (p.inner <= cpu::kBIAS_GRAD_CHUNK && (q.k0 != 0 || q.len != p.inner))
+        {
+            return "task " + std::to_string(t) + ": elements [" + std::to_string(q.k0) + ", +" + std::to_string(q.len)
+                + ") of a plane of " + std::to_string(p.inner);
+        }
         for (int64_t c = q.c0; c < q.c1; ++c)
         {
             if (++cell[static_cast<size_t>(q.row * p.channels + c)] > 1)
