@@ -136,7 +136,8 @@ def _bias_grad_in_plan_order(g: torch.Tensor, outer: int, channels: int, inner: 
 
 
 # (x shape, bias shape, outer, channels, inner): dim-1, last-dim (inner 1, channel tiles) and scalar biases, runs
-# that end mid-vector, and planes shorter than 64 elements (the fused backward's shortPlanesTask).
+# that end mid-vector, and runs shorter than 64 elements (the fused backward's shortRunsTask: planes of 49 and 5, rows
+# of 37).
 BIAS_GRAD_CASES = [((3, 7, 53, 53), (7, 1, 1), 3, 7, 53 * 53), ((131, 1001), (1001,), 131, 1001, 1),
                    ((98315,), (1,), 1, 1, 98315), ((5, 37), (37,), 5, 37, 1), ((9, 11, 7, 7), (11, 1, 1), 9, 11, 49),
                    ((40, 6, 5), (6, 1), 40, 6, 5)]

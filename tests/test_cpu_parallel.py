@@ -35,7 +35,7 @@ CASES = [
 # Also a last-dim bias of few channels, which the forward repeats into runs of >= 256 (kMIN_RUN of swish_op.cpp), one
 # whose dbias combine (64 partial rows: 512 channels a task) is split between threads mid-block of 256 channels, and
 # planes shorter than 256 and 64 elements (the forward's bias pattern of swish_op.cpp, the fused backward's
-# shortPlanesTask of swish_cpu_vec.cpp).
+# shortRunsTask of swish_cpu_vec.cpp, which lastdim7 takes too).
 SAME_BITS_CASES = CASES + [("lastdim7", (14045, 7), (7,), 7), ("lastdim600", (2048, 600), (600,), 600),
                            ("planes7", (400, 13, 7), (13, 1), 7), ("planes49", (24, 96, 7, 7), (96, 1, 1), 49)]
 OPENMP = "ATen parallel backend: OpenMP" in torch.__config__.parallel_info()

@@ -451,18 +451,21 @@ void gradRunLaneSum(T const* g, T const* x, T* dx, int64_t len, double (&lane)[8
     }
 }
 
-//! dx over [0, len) and acc[k] += g[k] for each k, prefetching `ahead` elements ahead.
-template <typename T>
+//! dx over [0, len) (if kDX) and acc[k] += g[k] for each k, prefetching `ahead` elements ahead.
+template <typename T, bool kDX = true>
 void gradRunAccumulate(T const* g, T const* x, T* dx, int64_t len, int64_t ahead, double* acc)
 {
     int64_t whole = 0;
     if constexpr (std::is_same_v<T, double>)
     {
-        gradRun(g, x, dx, len);
+        if constexpr (kDX)
+        {
+            gradRun(g, x, dx, len);
+        }
     }
     else
     {
-        whole = gradRunSum<T, true>(g, x, dx, len, ahead, [&](int64_t k, Halves const& halves) {
+        whole = gradRunSum<T, kDX>(g, x, dx, len, ahead, [&](int64_t k, Halves const& halves) {
             auto const& [lo, hi] = halves;
             (VD::loadu(acc + k) + lo).store(acc + k);
             (VD::loadu(acc + k + VD::size()) + hi).store(acc + k + VD::size());
@@ -525,15 +528,16 @@ void biasGradTask(T const* g, T const* x, T* dx, cpu::BiasGradPlan const& p, int
     }
 }
 
-// Planes (inner runs) shorter than this take shortPlanesTask in the fused backward; from 64 elements biasGradTask's
-// loop per plane is as fast or faster (performance notes).
-constexpr int64_t kSHORT_PLANE = 64;
+// Runs of one bias value (planes) or of one row (a last-dim bias's channels) shorter than this take shortRunsTask in
+// the fused backward; from 64 elements biasGradTask's loop per run is as fast or faster (performance notes).
+constexpr int64_t kSHORT_RUN = 64;
 
-//! biasGradTask with dx for planes of 2 to kSHORT_PLANE - 1 elements (so each task holds whole planes: the plan's
-//! segment is the plane): dx over a row's planes as one run (a plane alone ends in a partial vector, the whole math
-//! for a few elements), then each plane's g summed as gradRunLaneSum sums it (the same bits), from the cache.
+//! biasGradTask with dx for runs shorter than kSHORT_RUN (a plane is then a whole segment of the plan: each task
+//! holds whole planes): dx over a row's tile as one stretch, or over all the task's rows where its tile is the whole
+//! row (a run alone ends in a partial vector, the whole math for a few elements); then g summed per plane as
+//! gradRunLaneSum sums it, or per channel as gradRunAccumulate adds it (the same bits), from the cache.
 template <typename T>
-void shortPlanesTask(T const* g, T const* x, T* dx, cpu::BiasGradPlan const& p, int64_t t, double* partial)
+void shortRunsTask(T const* g, T const* x, T* dx, cpu::BiasGradPlan const& p, int64_t t, double* partial)
 {
     cpu::BiasGradTaskRange const r = cpu::biasGradTaskRange(p, t);
     double* acc = partial + r.row * p.channels;
@@ -541,10 +545,25 @@ void shortPlanesTask(T const* g, T const* x, T* dx, cpu::BiasGradPlan const& p, 
     {
         acc[c] = 0.0;
     }
+    int64_t const width = (r.c1 - r.c0) * p.inner; // of a row
+    bool const wholeRows = r.c1 - r.c0 == p.channels; // then the task's rows are one stretch of g
+    if (wholeRows)
+    {
+        int64_t const at = r.o0 * width;
+        gradRun(g + at, x + at, dx + at, (r.o1 - r.o0) * width);
+    }
     for (int64_t o = r.o0; o < r.o1; ++o)
     {
         int64_t const at = (o * p.channels + r.c0) * p.inner;
-        gradRun(g + at, x + at, dx + at, (r.c1 - r.c0) * p.inner);
+        if (!wholeRows)
+        {
+            gradRun(g + at, x + at, dx + at, width);
+        }
+        if (p.inner == 1)
+        {
+            gradRunAccumulate<T, false>(g + at, nullptr, nullptr, r.c1 - r.c0, kPREFETCH_AHEAD<T>, acc + r.c0);
+            continue;
+        }
         for (int64_t c = r.c0; c < r.c1; ++c)
         {
             double lane[8] = {};
@@ -560,11 +579,11 @@ void biasGradTyped(
 {
     if constexpr (kWithDx)
     {
-        if (plan.inner > 1 && plan.inner < kSHORT_PLANE)
+        if ((plan.inner > 1 ? plan.inner : plan.channels) < kSHORT_RUN)
         {
             for (int64_t t = begin; t < end; ++t)
             {
-                shortPlanesTask(static_cast<T const*>(gv), static_cast<T const*>(xv), static_cast<T*>(dxv), plan, t,
+                shortRunsTask(static_cast<T const*>(gv), static_cast<T const*>(xv), static_cast<T*>(dxv), plan, t,
                     partial);
             }
             return;

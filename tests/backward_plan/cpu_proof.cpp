@@ -84,7 +84,7 @@ std::string proveBiasGrad(int64_t outer, int64_t channels, int64_t inner)
         {
             return "task " + std::to_string(t) + ": empty or past the partial rows";
         }
-        // A plane of at most kBIAS_GRAD_CHUNK elements is whole in its task: the fused backward's shortPlanesTask
+        // A plane of at most kBIAS_GRAD_CHUNK elements is whole in its task: the fused backward's shortRunsTask
         // (swish_cpu_vec.cpp) runs a task's planes of a row as one stretch of g.
         if (p.inner <= cpu::kBIAS_GRAD_CHUNK && (q.k0 != 0 || q.len != p.inner))
         {
