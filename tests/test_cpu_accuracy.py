@@ -104,7 +104,7 @@ def _bias_grad_in_plan_order(g: torch.Tensor, outer: int, channels: int, inner: 
     """dbias as kernels/swish_cpu.h's plan orders the sums (fp64): tasks of rows x channel tiles x inner segments,
     each inner run summed in eight lanes by position (combined pairwise), partials added in row-block order. An
     independent statement of the order, so a vector loop that feeds the lanes otherwise shows as other bits."""
-    chunk, max_row_blocks, tile = 16384, 256, 512  # kBIAS_GRAD_CHUNK, kBIAS_GRAD_MAX_ROW_BLOCKS, kBIAS_GRAD_TILE
+    chunk, max_row_blocks, tile = 16384, 256, 16384  # kBIAS_GRAD_CHUNK, kBIAS_GRAD_MAX_ROW_BLOCKS, kBIAS_GRAD_TILE
     if channels == 1:
         inner, outer = inner * outer, 1
     seg = min(inner, chunk)
@@ -135,10 +135,11 @@ def _bias_grad_in_plan_order(g: torch.Tensor, outer: int, channels: int, inner: 
     return out
 
 
-# (x shape, bias shape, outer, channels, inner): dim-1, last-dim (inner 1, channel tiles) and scalar biases, runs
-# that end mid-vector, and runs shorter than 64 elements (the fused backward's shortRunsTask: planes of 49 and 5, rows
-# of 37).
+# (x shape, bias shape, outer, channels, inner): dim-1, last-dim (inner 1; whole rows, and rows wider than a tile)
+# and scalar biases, runs that end mid-vector, and runs shorter than 64 elements (the fused backward's shortRunsTask:
+# planes of 49 and 5, rows of 37).
 BIAS_GRAD_CASES = [((3, 7, 53, 53), (7, 1, 1), 3, 7, 53 * 53), ((131, 1001), (1001,), 131, 1001, 1),
+                   ((3, 16390), (16390,), 3, 16390, 1),
                    ((98315,), (1,), 1, 1, 98315), ((5, 37), (37,), 5, 37, 1), ((9, 11, 7, 7), (11, 1, 1), 9, 11, 49),
                    ((40, 6, 5), (6, 1), 40, 6, 5)]
 

@@ -33,7 +33,7 @@ CASES = [
     ("scalar", (98315,), (1,), 98315),
 ]
 # Also a last-dim bias of few channels, which the forward repeats into runs of >= 256 (kMIN_RUN of swish_op.cpp), one
-# whose dbias combine (64 partial rows: 512 channels a task) is split between threads mid-block of 256 channels, and
+# whose dbias combine (76 partial rows: 600 channels a task) is split between threads mid-block of 256 channels, and
 # planes shorter than 256 and 64 elements (the forward's bias pattern of swish_op.cpp, the fused backward's
 # shortRunsTask of swish_cpu_vec.cpp, which lastdim7 takes too).
 SAME_BITS_CASES = CASES + [("lastdim7", (14045, 7), (7,), 7), ("lastdim600", (2048, 600), (600,), 600),

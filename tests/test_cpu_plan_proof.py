@@ -68,4 +68,7 @@ def test_bias_grad_tasks_cover_every_element_once(bp):
         for channels, inner in ((2, 16384), (1, 16384 * 3), (2, 16385)):
             assert not (why := bp.prove_bias_grad(outer, channels, inner)), (outer, channels, inner, why)
     assert not (why := bp.prove_bias_grad(8193, 512, 1)), why
+    # last-dim rows at and past a tile's width (16384 channels)
+    for channels in (16383, 16384, 16385, 2 * 16384 + 1):
+        assert not (why := bp.prove_bias_grad(3, channels, 1)), (channels, why)
     assert not bp.prove_bias_grad(0, 4, 4)

@@ -85,8 +85,10 @@ struct BiasGradPlan
 constexpr int64_t kBIAS_GRAD_CHUNK = 16384;
 // Bounds the partials buffer (row blocks x segments x channels) for tensors with many rows.
 constexpr int64_t kBIAS_GRAD_MAX_ROW_BLOCKS = 256;
-// Channels summed side by side per row when inner == 1 (the accumulators stay in L1).
-constexpr int64_t kBIAS_GRAD_TILE = 512;
+// Channels summed side by side per row when inner == 1: whole rows up to this width, so a task reads its rows as one
+// stretch (tiles of 512 read [tokens, 768] in 2 KB pieces a row apart, which the prefetchers followed late: the
+// backward took twice as long; performance notes).
+constexpr int64_t kBIAS_GRAD_TILE = 16384;
 
 inline int64_t ceilDiv(int64_t a, int64_t b)
 {
