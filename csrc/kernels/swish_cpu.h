@@ -3,7 +3,7 @@
 // per-instruction-set summing loops live in csrc/torch/swish_cpu_vec.cpp.
 //
 // The elementwise math itself (x * sigmoid(x) + b and its gradient, vectorized) lives on the torch side in
-// csrc/torch/swish_cpu_vec.cpp: it is written with ATen's at::vec (its vector types and the fp16/bf16 conversions
+// csrc/torch/swish_cpu_math.h: it is written with ATen's at::vec (its vector types and the fp16/bf16 conversions
 // ATen's own activations use), which this directory must not include.
 #pragma once
 
