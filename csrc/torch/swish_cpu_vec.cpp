@@ -31,17 +31,40 @@ namespace {
 // of the output, which the hardware prefetchers, stopping at page boundaries, would reach late.
 constexpr int64_t kPREFETCH_BYTES = 4096;
 
+// Vectors of T an iteration of the streaming loops, all computed before any is stored (a store may alias the next
+// loads). In the AVX2 copy, with CMakeLists.txt's pre-allocation scheduling, the compiler interleaves their chains, so
+// fewer operations wait in the scheduler on one vector's exp-divide chain (on Zen 4 it was bound by that, not by its
+// pipes). AVX512, bound by its pipes, gained nothing, and DEFAULT, whose math calls out of line, lost (performance
+// notes).
+template <typename T>
+constexpr int kUNROLL =
+#if defined(CPU_CAPABILITY_AVX2)
+    std::is_same_v<T, float> ? 4 : 2;
+#else
+    1;
+#endif
+
 //! kPREFETCH_BYTES in elements of T.
 template <typename T>
 constexpr int64_t kPREFETCH_AHEAD = kPREFETCH_BYTES / static_cast<int64_t>(sizeof(T));
 
-//! Prefetches p's element k + ahead if `on` (pagePrefetch(), read once per loop; no fault past the end of an array).
-template <typename T>
-C10_ALWAYS_INLINE void prefetchAhead(bool on, T const* p, int64_t k, int64_t ahead = kPREFETCH_AHEAD<T>)
+//! One vector's prefetches in the streaming loops, if `on` (pagePrefetch(), read once per loop): element k + ahead of
+//! p0, and of p1 and p2 where kP1 and kP2 (no fault past the end of an array). A function, not a lambda: DEFAULT's
+//! loops, which call its math, ran 6-10 % slower with lambdas.
+template <bool kP1, bool kP2, typename T>
+C10_ALWAYS_INLINE void prefetchVec(bool on, int64_t k, int64_t ahead, T const* p0, T const* p1, T const* p2)
 {
     if (on)
     {
-        __builtin_prefetch(p + k + ahead);
+        __builtin_prefetch(p0 + k + ahead);
+        if constexpr (kP1)
+        {
+            __builtin_prefetch(p1 + k + ahead);
+        }
+        if constexpr (kP2)
+        {
+            __builtin_prefetch(p2 + k + ahead);
+        }
     }
 }
 
@@ -83,14 +106,28 @@ void map2(T const* a, T const* b, T* out, int64_t len, Op const& op)
     };
     bool const pf = pagePrefetch();
     int64_t k = 0;
+    if constexpr (kUNROLL<T> > 1)
+    {
+        for (; k + kUNROLL<T> * kW <= len; k += kUNROLL<T> * kW)
+        {
+            V r[kUNROLL<T>];
+            for (int u = 0; u < kUNROLL<T>; ++u) // the prefetches' branches first: the math is one block to schedule
+            {
+                prefetchVec<!kBroadcastB, true>(pf, k + u * kW, kPREFETCH_AHEAD<T>, a, b, out);
+            }
+            for (int u = 0; u < kUNROLL<T>; ++u)
+            {
+                r[u] = body(V::loadu(a + k + u * kW), kBroadcastB ? V() : V::loadu(b + k + u * kW));
+            }
+            for (int u = 0; u < kUNROLL<T>; ++u)
+            {
+                r[u].store(out + k + u * kW);
+            }
+        }
+    }
     for (; k + kW <= len; k += kW)
     {
-        prefetchAhead(pf, a, k);
-        if constexpr (!kBroadcastB)
-        {
-            prefetchAhead(pf, b, k);
-        }
-        prefetchAhead(pf, out, k);
+        prefetchVec<!kBroadcastB, true>(pf, k, kPREFETCH_AHEAD<T>, a, b, out);
         body(V::loadu(a + k), kBroadcastB ? V() : V::loadu(b + k)).store(out + k);
     }
     if (k < len)
@@ -198,6 +235,37 @@ inline Halves widenLoad(float const* p)
 #endif
 }
 
+//! gradRunSum's vector at k: g's elements handed to sumVec(k, halves) as doubles, a float vector's worth at a time, and
+//! dx = swishGrad(g, x) returned if kDX, not stored (a store may alias the next vectors' loads). fp16/bf16 g is widened
+//! once for both.
+template <bool kDX, typename T, typename SumVec>
+C10_ALWAYS_INLINE Vectorized<T> gradStep(T const* g, T const* x, int64_t k, SumVec& sumVec, bool bf16Insn)
+{
+    using V = Vectorized<T>;
+    if constexpr (std::is_same_v<T, float>)
+    {
+        sumVec(k, widenLoad(g + k));
+        if constexpr (kDX)
+        {
+            return swishGrad(V::loadu(g + k), V::loadu(x + k));
+        }
+    }
+    else
+    {
+        auto const [g0, g1] = at::vec::convert_to_float<T>(V::loadu(g + k));
+        V r;
+        if constexpr (kDX)
+        {
+            auto const [x0, x1] = at::vec::convert_to_float<T>(V::loadu(x + k));
+            r = narrow<T>(swishGrad(g0, x0), swishGrad(g1, x1), bf16Insn);
+        }
+        sumVec(k, widen(g0));
+        sumVec(k + VF::size(), widen(g1));
+        return r;
+    }
+    return V();
+}
+
 //! dx = swishGrad(g, x) over [0, len) (if kDX), g's elements [k, k + VF::size()) widened to double and handed to
 //! sumVec(k, halves); returns where the whole vectors end (the caller sums the rest of g itself). Prefetches `ahead`
 //! elements ahead of each vector.
@@ -209,32 +277,32 @@ int64_t gradRunSum(T const* g, T const* x, T* dx, int64_t len, int64_t ahead, Su
     bool const pf = pagePrefetch();
     bool const bf16Insn = avx512Bf16();
     int64_t k = 0;
+    if constexpr (kUNROLL<T> > 1)
+    {
+        for (; k + kUNROLL<T> * kW <= len; k += kUNROLL<T> * kW)
+        {
+            V r[kUNROLL<T>];
+            for (int u = 0; u < kUNROLL<T>; ++u) // as in map2
+            {
+                prefetchVec<kDX, kDX>(pf, k + u * kW, ahead, g, x, dx);
+            }
+            for (int u = 0; u < kUNROLL<T>; ++u)
+            {
+                r[u] = gradStep<kDX>(g, x, k + u * kW, sumVec, bf16Insn);
+            }
+            for (int u = 0; kDX && u < kUNROLL<T>; ++u)
+            {
+                r[u].store(dx + k + u * kW);
+            }
+        }
+    }
     for (; k + kW <= len; k += kW)
     {
-        prefetchAhead(pf, g, k, ahead);
+        prefetchVec<kDX, kDX>(pf, k, ahead, g, x, dx);
+        V const r = gradStep<kDX>(g, x, k, sumVec, bf16Insn);
         if constexpr (kDX)
         {
-            prefetchAhead(pf, x, k, ahead);
-            prefetchAhead(pf, dx, k, ahead);
-        }
-        if constexpr (std::is_same_v<T, float>)
-        {
-            if constexpr (kDX)
-            {
-                swishGrad(V::loadu(g + k), V::loadu(x + k)).store(dx + k);
-            }
-            sumVec(k, widenLoad(g + k));
-        }
-        else
-        {
-            auto const [g0, g1] = at::vec::convert_to_float<T>(V::loadu(g + k));
-            if constexpr (kDX)
-            {
-                auto const [x0, x1] = at::vec::convert_to_float<T>(V::loadu(x + k));
-                narrow<T>(swishGrad(g0, x0), swishGrad(g1, x1), bf16Insn).store(dx + k);
-            }
-            sumVec(k, widen(g0));
-            sumVec(k + VF::size(), widen(g1));
+            r.store(dx + k);
         }
     }
     if constexpr (kDX)
