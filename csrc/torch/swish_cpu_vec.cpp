@@ -32,13 +32,12 @@ namespace {
 constexpr int64_t kPREFETCH_BYTES = 4096;
 
 // Vectors of T an iteration of the streaming loops, all computed before any is stored (a store may alias the next
-// loads). In the AVX2 copy, with CMakeLists.txt's pre-allocation scheduling, the compiler interleaves their chains, so
-// fewer operations wait in the scheduler on one vector's exp-divide chain (on Zen 4 it was bound by that, not by its
-// pipes). AVX512, bound by its pipes, gained nothing, and DEFAULT, whose math calls out of line, lost (performance
-// notes).
+// loads). With CMakeLists.txt's pre-allocation scheduling the compiler interleaves their chains, so fewer operations
+// wait in the FP scheduler on one vector's exp-divide chain (the AVX2 copy on Zen 4 was bound by that, not by its
+// pipes). DEFAULT, whose at::vec math is called out of line, lost by it (performance notes).
 template <typename T>
 constexpr int kUNROLL =
-#if defined(CPU_CAPABILITY_AVX2)
+#if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
     std::is_same_v<T, float> ? 4 : 2;
 #else
     1;
