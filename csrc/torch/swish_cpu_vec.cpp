@@ -377,7 +377,7 @@ void gradRunAccumulate(T const* g, T const* x, T* dx, int64_t len, int64_t ahead
 
 //! Task t of the plan: partial[row * channels + c] for the channels of its tile (cpu::biasGradTaskRange); with dx,
 //! also dx = swishGrad(g, x) for the task's elements (the same elements, each once over the plan's tasks), g summed
-//! from the vectors the gradient loaded: one pass over g.
+//! from the vectors the gradient loaded: one pass over g. Without dx, x and dx may be null.
 template <typename T, bool kWithDx>
 void biasGradTask(T const* g, T const* x, T* dx, cpu::BiasGradPlan const& p, int64_t t, double* partial)
 {
@@ -386,6 +386,8 @@ void biasGradTask(T const* g, T const* x, T* dx, cpu::BiasGradPlan const& p, int
     // Last-dim rows cut into channel tiles: the task's next elements are the same tile of the next row, not the next
     // page (another task's tile; the hardware prefetchers stop at the page).
     int64_t const ahead = p.inner == 1 && p.chanTiles > 1 ? p.channels : kPREFETCH_AHEAD<T>;
+    auto const xAt = [&](int64_t i) { return kWithDx ? x + i : nullptr; };
+    auto const dxAt = [&](int64_t i) { return kWithDx ? dx + i : nullptr; };
     for (int64_t c = r.c0; c < r.c1; ++c)
     {
         acc[c] = 0.0;
@@ -396,31 +398,14 @@ void biasGradTask(T const* g, T const* x, T* dx, cpu::BiasGradPlan const& p, int
         if (p.inner == 1)
         {
             int64_t const at = row + r.c0;
-            if constexpr (kWithDx)
-            {
-                gradRunAccumulate(g + at, x + at, dx + at, r.c1 - r.c0, ahead, acc + r.c0);
-            }
-            else
-            {
-                for (int64_t c = r.c0; c < r.c1; ++c)
-                {
-                    acc[c] += static_cast<double>(g[row + c]);
-                }
-            }
+            gradRunAccumulate<T, kWithDx>(g + at, xAt(at), dxAt(at), r.c1 - r.c0, ahead, acc + r.c0);
             continue;
         }
         for (int64_t c = r.c0; c < r.c1; ++c)
         {
             int64_t const at = row + c * p.inner + r.k0;
             double lane[8] = {};
-            if constexpr (kWithDx)
-            {
-                gradRunLaneSum(g + at, x + at, dx + at, r.len, lane);
-            }
-            else
-            {
-                addLanes(lane, g + at, r.len);
-            }
+            gradRunLaneSum<T, kWithDx>(g + at, xAt(at), dxAt(at), r.len, lane);
             acc[c] += laneTotal(lane);
         }
     }
@@ -432,43 +417,27 @@ constexpr int64_t kSHORT_RUN = 64;
 
 //! biasGradTask with dx for runs shorter than kSHORT_RUN (a plane is then a whole segment of the plan: each task
 //! holds whole planes): dx over a row's tile as one stretch, or over all the task's rows where its tile is the whole
-//! row (a run alone ends in a partial vector, the whole math for a few elements); then g summed per plane as
-//! gradRunLaneSum sums it, or per channel as gradRunAccumulate adds it (the same bits), from the cache.
+//! row (a run alone ends in a partial vector, the whole math for a few elements); then the task's sums of g, from the
+//! cache, as biasGradTask without dx adds them (the same bits).
 template <typename T>
 void shortRunsTask(T const* g, T const* x, T* dx, cpu::BiasGradPlan const& p, int64_t t, double* partial)
 {
     cpu::BiasGradTaskRange const r = cpu::biasGradTaskRange(p, t);
-    double* acc = partial + r.row * p.channels;
-    for (int64_t c = r.c0; c < r.c1; ++c)
-    {
-        acc[c] = 0.0;
-    }
     int64_t const width = (r.c1 - r.c0) * p.inner; // of a row
-    bool const wholeRows = r.c1 - r.c0 == p.channels; // then the task's rows are one stretch of g
-    if (wholeRows)
+    if (r.c1 - r.c0 == p.channels) // whole rows: the task's rows are one stretch of g
     {
         int64_t const at = r.o0 * width;
         gradRun(g + at, x + at, dx + at, (r.o1 - r.o0) * width);
     }
-    for (int64_t o = r.o0; o < r.o1; ++o)
+    else
     {
-        int64_t const at = (o * p.channels + r.c0) * p.inner;
-        if (!wholeRows)
+        for (int64_t o = r.o0; o < r.o1; ++o)
         {
+            int64_t const at = (o * p.channels + r.c0) * p.inner;
             gradRun(g + at, x + at, dx + at, width);
         }
-        if (p.inner == 1)
-        {
-            gradRunAccumulate<T, false>(g + at, nullptr, nullptr, r.c1 - r.c0, kPREFETCH_AHEAD<T>, acc + r.c0);
-            continue;
-        }
-        for (int64_t c = r.c0; c < r.c1; ++c)
-        {
-            double lane[8] = {};
-            gradRunLaneSum<T, false>(g + at + (c - r.c0) * p.inner, nullptr, nullptr, p.inner, lane);
-            acc[c] += laneTotal(lane);
-        }
     }
+    biasGradTask<T, false>(g, nullptr, nullptr, p, t, partial);
 }
 
 template <typename T, bool kWithDx>
