@@ -13,7 +13,8 @@ forward + backward (goal: ours >= aten), and against a copy_ of the same x in it
 backward target, <= 3x, for the other layouts; a bf16 case moves half the bytes of table 1's fp32 copy_).
 
 Each number is the median wall time of one call over rounds; in a round every variant runs once, in an order that
-rotates, so a shared machine's load falls on all alike. Before timing, table 1 prints ours' and ORT's max error
+rotates, so a shared machine's load falls on all alike; the idle workers of both thread pools block (IDLE_ENV), so
+neither runtime's pool takes cores from the other's call. Before timing, table 1 prints ours' and ORT's max error
 against fp64, and table 2 checks ours against aten.
 
 --l2 prints only a table of ns per element at 1 thread on a [64,64,64] tensor (1 MB, in L2 on these CPUs): copy_, ORT,
@@ -62,6 +63,10 @@ TARGETS = {"fwd/ORT": 1.1, "fwd+bwd/copy": 3.0, "bf16/copy": 1.5}
 # defaults, PyTorch's transparent-huge-page allocations.
 MEMORY_ENV = {"reused": {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}, "fresh": {},
               "thp": {"THP_MEM_ALLOC_ENABLE": "1"}}
+# Every child's OpenMP workers block when idle, as ORT's do (allow_spinning 0 below): spinning ones took the cores
+# ORT's next call needed once the threads filled the machine (ORT 2.3x slower at 2 threads on 2 cores). A user's
+# own OMP_WAIT_POLICY is kept.
+IDLE_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
 MEMORY_NOTE = {"reused": "freed memory reused", "fresh": "fresh pages (glibc defaults)",
                "thp": "fresh pages, 2 MB where THP allows"}
 # name: (x shape, bias shape, dtype): the issue's NCHW case; the same in bf16; a transformer-like last-dim bias; a
@@ -249,10 +254,18 @@ def _thread_counts(spec: str) -> list[int]:
     return counts
 
 
+def child_env(mode: str, environ) -> dict[str, str]:
+    """The environment of memory mode `mode`'s process: the parent's without another mode's settings, with IDLE_ENV
+    where the parent does not set those variables."""
+    env = {k: v for k, v in environ.items() if not any(k in e for e in MEMORY_ENV.values())}
+    return {**IDLE_ENV, **env, **MEMORY_ENV[mode]}
+
+
 def run_tables(args, counts: list[int], names: list[str], mode: str) -> None:
     """Both tables in this process, whose environment is MEMORY_ENV[mode]."""
     env = ", ".join(f"{k}={v}" for k, v in MEMORY_ENV[mode].items())
-    print(f"memory: {MEMORY_NOTE[mode]}{' (' + env + ')' if env else ''}")
+    print(f"memory: {MEMORY_NOTE[mode]}{' (' + env + ')' if env else ''}; idle OpenMP workers: "
+          f"{os.environ.get('OMP_WAIT_POLICY', 'spin (libgomp default)')}")
     missed = floor_table(counts, args.rounds, args.warmup, fresh=mode != "reused")
     print()
     print(f"issue 38 targets: {3 * len(counts) - missed} of {3 * len(counts)} met")
@@ -303,9 +316,7 @@ def main(argv: list[str] | None = None) -> int:
             print()
         child = ["--rounds", str(args.rounds), "--warmup", str(args.warmup), "--threads", args.threads,
                  "--cases", args.cases, "--child", mode]
-        # The parent's own environment must not carry another mode's settings into this one.
-        env = {k: v for k, v in os.environ.items() if not any(k in e for e in MEMORY_ENV.values())}
-        proc = subprocess.run([sys.executable, __file__, *child], env={**env, **MEMORY_ENV[mode]})
+        proc = subprocess.run([sys.executable, __file__, *child], env=child_env(mode, os.environ))
         if proc.returncode != 0:
             return proc.returncode
     return 0

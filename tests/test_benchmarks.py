@@ -259,3 +259,16 @@ def test_bench_cpu_l2_table(capsys):
     assert lines[at + 1] == "| copy_ | ORT | fwd | bwd (dx, dbias) | bf16 fwd |", lines
     values = [float(v) for v in lines[at + 3].strip("| ").split(" | ")]
     assert len(values) == 5 and all(0 < v < 1e3 for v in values), values
+
+
+def test_bench_cpu_child_env_blocks_idle_workers_and_keeps_one_memory_mode():
+    """Each memory mode's process gets only its own malloc settings, and OpenMP workers that block when idle (a
+    spinning team took ORT's cores), unless the caller chose a wait policy."""
+    from benchmarks import bench_cpu
+
+    parent = {"PATH": "/bin", "MALLOC_MMAP_MAX_": "0", "THP_MEM_ALLOC_ENABLE": "1"}
+    fresh = bench_cpu.child_env("fresh", parent)
+    assert fresh == {"PATH": "/bin", "OMP_WAIT_POLICY": "PASSIVE"}, fresh
+    reused = bench_cpu.child_env("reused", parent)
+    assert reused["MALLOC_MMAP_MAX_"] == "0" and "THP_MEM_ALLOC_ENABLE" not in reused, reused
+    assert bench_cpu.child_env("thp", {**parent, "OMP_WAIT_POLICY": "ACTIVE"})["OMP_WAIT_POLICY"] == "ACTIVE"
