@@ -63,9 +63,8 @@ TARGETS = {"fwd/ORT": 1.1, "fwd+bwd/copy": 3.0, "bf16/copy": 1.5}
 # defaults, PyTorch's transparent-huge-page allocations.
 MEMORY_ENV = {"reused": {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}, "fresh": {},
               "thp": {"THP_MEM_ALLOC_ENABLE": "1"}}
-# Every child's OpenMP workers block when idle, as ORT's do (allow_spinning 0 below): spinning ones took the cores
-# ORT's next call needed once the threads filled the machine (ORT 2.3x slower at 2 threads on 2 cores). A user's
-# own OMP_WAIT_POLICY is kept.
+# Every child's OpenMP workers block when idle, as ORT's do (allow_spinning 0 below): spinning ones take the cores
+# ORT's next call needs once the threads fill the machine (performance notes, o2, o5). A caller's policy is kept.
 IDLE_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
 MEMORY_NOTE = {"reused": "freed memory reused", "fresh": "fresh pages (glibc defaults)",
                "thp": "fresh pages, 2 MB where THP allows"}
