@@ -60,8 +60,11 @@ def demangle_short(name: str) -> str:
         tag += f" t{nums[1]} ppt{nums[2]}"  # block size, packs per thread
     elif kern == "swishBackwardChannelsKernel" and len(nums) == 2:
         tag += f" t{nums[1]}"  # the instance's most threads a block
-    if kern == "swishForwardKernel" and "Lb1E" in rest:
+    flags = re.findall(r"Lb([01])E", rest) if kern == "swishForwardKernel" else []
+    if flags[:1] == ["1"]:
         tag += " wide"  # 64-bit bias lookups
+    if flags[1:2] == ["1"]:
+        tag += " skip_l1"  # x loads past L1
     return tag
 
 
@@ -98,6 +101,7 @@ def waits_between_loads(instructions: list[str]) -> list[str]:
     the warp wait for that load before it can issue the next one, so a thread's loads go out one after another
     instead of together (how the bf16 planes backward lost 10 %: the compiler put the conversions right behind each
     load pair). Returns those instructions, [] when the round is clean or the kernel has no vector loads."""
+    instructions = [ins.replace("LDG.E.NA.", "LDG.E.") for ins in instructions]  # x loads past L1 count alike
     math = _math_start(instructions)
     widths = {"LDG.E.128": 4, "LDG.E.64": 2}  # registers one load writes
     wide = next((w for w in widths if any(w in ins for ins in instructions[:math])), None)

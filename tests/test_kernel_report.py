@@ -62,6 +62,18 @@ def test_writing_a_register_the_load_also_wrote_is_not_a_use():
     assert kernel_report.waits_between_loads(code) == []
 
 
+def test_loads_past_l1_are_a_round_too():
+    """The forward's x loads that bypass L1 (LDG.E.NA.128) are the round as the others are, and the kernel's name says
+    which copy it is."""
+    na = [ins.replace("LDG.E.128", "LDG.E.NA.128") for ins in CLEAN]
+    assert kernel_report.waits_between_loads(na) == []
+    code = na[:3] + ["PRMT R20, R9, 0x7732, RZ"] + na[3:]
+    assert kernel_report.waits_between_loads(code) == ["PRMT R20, R9, 0x7732, RZ"]
+    base = "_ZN14torchtrt_swish12_GLOBAL__N_118swishForwardKernelIfLi4ELNS_6detail7FwdModeE2ELi128ELi2E"
+    assert kernel_report.demangle_short(base + "Lb0ELb1EEEvv").endswith("ppt2 skip_l1")
+    assert kernel_report.demangle_short(base + "Lb1ELb0EEEvv").endswith("ppt2 wide")
+
+
 def test_no_wide_loads_no_finding():
     """Scalar kernels (no vector loads) have no round to check."""
     assert kernel_report.waits_between_loads(["LDG.E R2, desc[UR4][R4.64]", "FADD R3, R2, 1", "MUFU.EX2 R3, R3"]) == []

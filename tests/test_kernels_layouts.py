@@ -10,6 +10,8 @@ integer sum for dbias (small-integer gradients make every fp32 partial sum exact
 """
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -73,6 +75,36 @@ def test_forward_layouts_cuda(dtype, shape, bshape, channels_last):
     assert xm.data_ptr() % 16 != 0
     bits = {4: torch.int32, 2: torch.int16}[x.element_size()]
     assert torch.equal(torchtrt_swish.swish(xm, b).view(bits), y.contiguous().view(bits))
+
+
+# (row shape, bias shape) of each 16-byte lookup mode: scalar, last-dim vector, last-dim fixed, uniform, two-channel.
+L1_SWITCH_ROWS = [((), (1,)), ((768,), (768,)), ((32,), (32,)), ((64, 16), (64, 1)), ((1152, 7, 7), (1152, 1, 1))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("row,bshape", L1_SWITCH_ROWS, ids=["scalar", "last_vec", "last_fixed", "uniform", "span2"])
+def test_forward_either_side_of_the_l1_switch_cuda(dtype, row, bshape):
+    """x of at most two thirds of L2 takes the kernels whose x loads bypass L1, one row more the others
+    (swish_forward_plan.h's fwdSkipsL1): both give F.silu(x) + b's bits in fp32, the element-wise kernel's bits
+    (a misaligned copy of x) in every dtype, and stay within the fp64 reference's tolerance (its last 2^20
+    elements)."""
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    per_row = max(1, math.prod(row)) * torch.empty((), dtype=dtype).element_size()
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    b = (torch.randn(bshape, generator=gen, device="cuda", dtype=torch.float32)).to(dtype)
+    for rows in (l2 // 3 * 2 // per_row, l2 // 3 * 2 // per_row + 1):
+        x = (torch.randn((rows, *row), generator=gen, device="cuda", dtype=torch.float32) * 4).to(dtype)
+        y = torchtrt_swish.swish(x, b)
+        if dtype == torch.float32:
+            assert torch.equal(y, F.silu(x) + b)
+        flat = torch.empty(x.numel() + 1, device="cuda", dtype=dtype)
+        xm = flat[1:].view(x.shape)
+        xm.copy_(x)
+        bits = {4: torch.int32, 2: torch.int16}[x.element_size()]
+        assert torch.equal(torchtrt_swish.swish(xm, b).view(bits), y.view(bits))
+        tail = -(-(1 << 20) // max(1, math.prod(row)))
+        _assert_close_to_reference(y[-tail:], x[-tail:], b)
+        del x, y, xm, flat
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

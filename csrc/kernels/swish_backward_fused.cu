@@ -86,38 +86,6 @@ __global__ void __launch_bounds__(kFINAL_THREADS) finalizeColumnsKernel(float co
     }
 }
 
-// A positive value per device, computed once per device by query(dev, value) (the queries are cheap, but not free per
-// launch). No guess when the query fails: the caller gets the error.
-template <typename Query>
-cudaError_t perDevice(std::atomic<int> (&cache)[64], int& out, Query query)
-{
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess)
-    {
-        return e;
-    }
-    int v = dev >= 0 && dev < 64 ? cache[dev].load(std::memory_order_relaxed) : 0;
-    if (v == 0)
-    {
-        e = query(dev, v);
-        if (e != cudaSuccess)
-        {
-            return e;
-        }
-        if (v <= 0)
-        {
-            return cudaErrorInvalidDevice;
-        }
-        if (dev >= 0 && dev < 64)
-        {
-            cache[dev].store(v, std::memory_order_relaxed);
-        }
-    }
-    out = v;
-    return cudaSuccess;
-}
-
 // Multiprocessors of the current device: the fused backward sizes its blocks so small tensors still spread over the
 // whole chip.
 cudaError_t smCount(int& sms)

@@ -91,6 +91,27 @@ __device__ __forceinline__ void biasLoads(T const* __restrict__ bias, int64_t nP
     }
 }
 
+// A pack of x, read once. kSKIP_L1: past L1 (fwdSkipsL1 says when that is faster).
+template <bool kSKIP_L1, typename P>
+__device__ __forceinline__ P loadX(P const* p)
+{
+    if constexpr (kSKIP_L1)
+    {
+        static_assert(sizeof(P) == sizeof(uint4), "only 16-byte packs skip L1");
+        uint4 r;
+        asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+            : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+            : "l"(p));
+        P out;
+        memcpy(&out, &r, sizeof(r));
+        return out;
+    }
+    else
+    {
+        return *p;
+    }
+}
+
 // The fp32 bias of each element of a pack.
 template <typename T, int kVEC, Mode kMODE>
 __device__ __forceinline__ void biasOf(BiasRaw<T, kVEC, kMODE> const& raw, float scalarBias,
@@ -125,8 +146,8 @@ __device__ __forceinline__ void biasOf(BiasRaw<T, kVEC, kMODE> const& raw, float
 // kPPT packs per thread, one pass over a grid that covers the tensor (no grid-stride loop: with one, the compiler
 // hoisted the bias load ahead of the x loads). A thread requests all its x packs, then all its bias, before it uses
 // any, so that it waits for memory once rather than once more for each pack's bias.
-// kWIDE: 64-bit bias lookups (a launch past fwdNarrow, in the modes that divide per pack).
-template <typename T, int kVEC, Mode kMODE, int kT, int kPPT, bool kWIDE = false>
+// kWIDE: 64-bit bias lookups (a launch past fwdNarrow, in the modes that divide per pack); kSKIP_L1: FwdLaunch::skipL1.
+template <typename T, int kVEC, Mode kMODE, int kT, int kPPT, bool kWIDE = false, bool kSKIP_L1 = false>
 __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x, T const* __restrict__ bias,
     T* __restrict__ y, int64_t nPacks, FwdParams prm)
 {
@@ -153,11 +174,11 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
             // bias loads right behind it; behind a guard it converted x first, waiting for it. With two packs per
             // thread and a bias loaded once per thread, this form lets ptxas sink the first pack's load below the
             // bias conversion, so those keep the guard.
-            in[u] = reinterpret_cast<P const*>(x)[fwdLoadPack<kN32>(p, nPacks)];
+            in[u] = loadX<kSKIP_L1>(reinterpret_cast<P const*>(x) + fwdLoadPack<kN32>(p, nPacks));
         }
         else if (p < nPacks)
         {
-            in[u] = reinterpret_cast<P const*>(x)[p];
+            in[u] = loadX<kSKIP_L1>(reinterpret_cast<P const*>(x) + p);
         }
     }
     BiasRaw<T, kVEC, kMODE> raw[kPPT];
@@ -216,22 +237,22 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
 
 // Launches the kernel of pack width kW in the launch's shape (one pack a thread in kTHREADS-thread blocks, or two in
 // half as many); false when the launch asks for another width or shape.
-template <typename T, int kW, Mode kMODE, bool kWIDE = false>
+template <typename T, int kW, Mode kMODE, bool kWIDE = false, bool kSKIP_L1 = false>
 bool launchShape(FwdLaunch const& l, T const* xs, T const* bias, T* ys, cudaStream_t stream)
 {
-    if (l.vec != kW || (l.ppt != 1 && l.ppt != 2))
+    if (l.vec != kW || (l.ppt != 1 && l.ppt != 2) || l.skipL1 != kSKIP_L1)
     {
         return false;
     }
     if (l.ppt == 1)
     {
-        swishForwardKernel<T, kW, kMODE, kTHREADS, 1, kWIDE><<<l.grid, kTHREADS, 0, stream>>>(xs, bias, ys, l.nPacks,
-            l.prm);
+        swishForwardKernel<T, kW, kMODE, kTHREADS, 1, kWIDE, kSKIP_L1><<<l.grid, kTHREADS, 0, stream>>>(xs, bias, ys,
+            l.nPacks, l.prm);
     }
     else
     {
-        swishForwardKernel<T, kW, kMODE, kTHREADS / 2, 2, kWIDE><<<l.grid, kTHREADS / 2, 0, stream>>>(xs, bias, ys,
-            l.nPacks, l.prm);
+        swishForwardKernel<T, kW, kMODE, kTHREADS / 2, 2, kWIDE, kSKIP_L1><<<l.grid, kTHREADS / 2, 0, stream>>>(xs,
+            bias, ys, l.nPacks, l.prm);
     }
     return true;
 }
@@ -264,7 +285,8 @@ cudaError_t launchMode(FwdLaunch const& l, T const* x, T const* bias, T* y, cuda
             return launchShape<T, kV, kMODE, true>(l, xs, bias, ys, stream) ? cudaSuccess : cudaErrorInvalidValue;
         }
     }
-    if (launchShape<T, kV, kMODE>(l, xs, bias, ys, stream))
+    if (launchShape<T, kV, kMODE>(l, xs, bias, ys, stream) || launchShape<T, kV, kMODE, false, true>(l, xs, bias, ys,
+        stream))
     {
         return cudaSuccess;
     }
@@ -300,11 +322,26 @@ cudaError_t launchOne(FwdLaunch const& l, T const* x, T const* bias, T* y, cudaS
     return cudaErrorInvalidValue;
 }
 
+// L2 bytes of the current device (fwdSkipsL1).
+cudaError_t l2Bytes(int& bytes)
+{
+    static std::atomic<int> cache[64];
+    return perDevice(cache, bytes, [](int dev, int& v) {
+        return cudaDeviceGetAttribute(&v, cudaDevAttrL2CacheSize, dev);
+    });
+}
+
 template <typename T>
 cudaError_t forward(DType dtype, void const* x, void const* bias, void* y, int64_t n, BiasSpec spec,
     cudaStream_t stream)
 {
-    FwdPlan const plan = planForward(dtype, n, spec, aligned16(x) && aligned16(y), aligned16(bias));
+    int l2 = 0;
+    cudaError_t const le = l2Bytes(l2);
+    if (le != cudaSuccess)
+    {
+        return le;
+    }
+    FwdPlan const plan = planForward(dtype, n, spec, aligned16(x) && aligned16(y), aligned16(bias), l2);
     for (int k = 0; k < plan.count; ++k)
     {
         cudaError_t const e = launchOne<T>(plan.launch[k], static_cast<T const*>(x), static_cast<T const*>(bias),

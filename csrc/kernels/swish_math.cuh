@@ -18,6 +18,38 @@
 namespace torchtrt_swish {
 namespace detail {
 
+// A positive value per device, computed once per device by query(dev, value) (the queries are cheap, but not free per
+// launch). No guess when the query fails: the caller gets the error.
+template <typename Query>
+cudaError_t perDevice(std::atomic<int> (&cache)[64], int& out, Query query)
+{
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess)
+    {
+        return e;
+    }
+    int v = dev >= 0 && dev < 64 ? cache[dev].load(std::memory_order_relaxed) : 0;
+    if (v == 0)
+    {
+        e = query(dev, v);
+        if (e != cudaSuccess)
+        {
+            return e;
+        }
+        if (v <= 0)
+        {
+            return cudaErrorInvalidDevice;
+        }
+        if (dev >= 0 && dev < 64)
+        {
+            cache[dev].store(v, std::memory_order_relaxed);
+        }
+    }
+    out = v;
+    return cudaSuccess;
+}
+
 // Backward kernels hold two input packs per unrolled step: a cap of three resident blocks per SM (no spills) keeps
 // more loads in flight than the registers bf16 takes uncapped.
 constexpr int kMIN_BLOCKS = 3;

@@ -2,7 +2,7 @@
 // launch of the plan, through the functions the kernel calls. Checks that x and y are read and written inside
 // their buffers (a thread past the end loads the last pack), every y element exactly once, that each element reads
 // bias element (i / inner) % C and every bias load (16-byte packs included) stays inside the bias and on its
-// alignment, that each launch has a kernel of its pack width and shape, and that grids fit.
+// alignment, that each launch has a kernel of its pack width and shape (and of its L1 policy), and that grids fit.
 #include "proof.h"
 
 #include <vector>
@@ -86,10 +86,10 @@ int64_t biasIndex(FwdLaunch const& l, int64_t i, int64_t p, int k, uint32_t t, R
 
 } // namespace
 
-std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool biasAligned, bool edges)
+std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool biasAligned, int64_t l2Bytes, bool edges)
 {
     Report r;
-    FwdPlan const plan = planForward(dtype, n, spec, io, biasAligned);
+    FwdPlan const plan = planForward(dtype, n, spec, io, biasAligned, l2Bytes);
     int const vw = vecWidth(dtype);
     std::vector<uint8_t> written(edges ? 0 : static_cast<size_t>(n), 0);
     int64_t const biasLen = spec.channels; // a full bias has n elements: channels == n
@@ -99,10 +99,12 @@ std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool bi
         bool const kernel = (l.vec == vw && (l.ppt == 1 || l.ppt == 2) && l.threads == kTHREADS / l.ppt)
             || (l.vec == 1 && fwdHasScalarKernel(l.mode) && l.threads == kTHREADS / l.ppt)
             || (vw == 8 && l.vec == 4 && l.ppt == 1 && fwdHasHalfNarrowKernel(l.mode));
-        if (!kernel || (l.vec > 1 && (!io || l.prm.offset % l.vec != 0)))
+        // Only the 16-byte kernels of 32-bit lookups have an L1-skipping copy (swish_forward.cu's launchMode).
+        bool const skipKernel = l.vec == vw && !(fwdDividesPerPack(l.mode) && !fwdNarrow(l.prm, l.nPacks, l.vec));
+        if (!kernel || (l.skipL1 && !skipKernel) || (l.vec > 1 && (!io || l.prm.offset % l.vec != 0)))
         {
             return "launch " + std::to_string(li) + ": mode " + std::to_string(static_cast<int>(l.mode)) + ", pack "
-                + std::to_string(l.vec) + ", " + std::to_string(l.ppt) + " per thread: no such kernel";
+                + std::to_string(l.vec) + ", " + std::to_string(l.ppt) + " per thread" + (l.skipL1 ? ", skipping L1" : "") + ": no such kernel";
         }
         if ((l.mode == FwdMode::kFULL || l.mode == FwdMode::kLAST_VEC || l.mode == FwdMode::kLAST_FIXED)
             && l.vec > 1 && !biasAligned)

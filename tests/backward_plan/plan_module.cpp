@@ -120,6 +120,9 @@ py::dict planDict(FusedPlan const& p)
     return d;
 }
 
+// The default l2_bytes of the forward plan's bindings: the H200's L2 as cudaDevAttrL2CacheSize reports it.
+constexpr int64_t kPROOF_L2 = int64_t{50} << 20;
+
 } // namespace
 } // namespace detail
 } // namespace torchtrt_swish
@@ -201,7 +204,7 @@ PYBIND11_MODULE(_backward_plan, m)
         py::arg("cases"), "Walks each case's fused backward plan (fused_proof.cpp): [(family, first broken rule)].");
     m.def(
         "prove_forward",
-        [](py::list cases, bool edges)
+        [](py::list cases, bool edges, int64_t l2Bytes)
         {
             // cases: (dtype, n, channels, inner, io_aligned, bias_aligned); per case the first broken rule or "".
             std::vector<std::tuple<DType, int64_t, BiasSpec, bool, bool>> in;
@@ -217,18 +220,21 @@ PYBIND11_MODULE(_backward_plan, m)
                 for (size_t i = 0; i < in.size(); ++i)
                 {
                     auto const& [dt, n, spec, io, ba] = in[i];
-                    out[i] = proof::proveForward(dt, n, spec, io, ba, edges);
+                    out[i] = proof::proveForward(dt, n, spec, io, ba, l2Bytes, edges);
                 }
             }
             return out;
         },
-        py::arg("cases"), py::arg("edges") = false,
-        "Walks each case's forward plan (forward_proof.cpp): [first broken rule or '']; edges: first and last blocks.");
+        py::arg("cases"), py::arg("edges") = false, py::arg("l2_bytes") = kPROOF_L2,
+        "Walks each case's forward plan (forward_proof.cpp): [first broken rule or '']; edges: first and last blocks; "
+        "l2_bytes: the device's L2.");
     m.def(
         "forward_plan",
-        [](std::string const& dtype, int64_t n, int64_t channels, int64_t inner, bool io, bool biasAligned)
+        [](std::string const& dtype, int64_t n, int64_t channels, int64_t inner, bool io, bool biasAligned,
+            int64_t l2Bytes)
         {
-            FwdPlan const plan = planForward(dtypeNamed(dtype), n, BiasSpec{channels, inner}, io, biasAligned);
+            FwdPlan const plan = planForward(dtypeNamed(dtype), n, BiasSpec{channels, inner}, io, biasAligned,
+                l2Bytes);
             py::list launches;
             for (int k = 0; k < plan.count; ++k)
             {
@@ -240,12 +246,14 @@ PYBIND11_MODULE(_backward_plan, m)
                 d["packs"] = l.nPacks;
                 d["offset"] = l.prm.offset;
                 d["narrow"] = fwd32BitLaunch(l);
+                d["skip_l1"] = l.skipL1;
                 launches.append(d);
             }
             return launches;
         },
         py::arg("dtype"), py::arg("n"), py::arg("channels"), py::arg("inner"), py::arg("io") = true,
-        py::arg("bias_aligned") = true, "planForward's launches as dicts (mode as FwdMode's value).");
+        py::arg("bias_aligned") = true, py::arg("l2_bytes") = kPROOF_L2,
+        "planForward's launches as dicts (mode as FwdMode's value).");
     m.def(
         "prove_sums",
         [](int64_t rows, int64_t channels)

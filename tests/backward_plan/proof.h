@@ -32,7 +32,8 @@ std::string proveSums(int64_t rows, int64_t channels, int64_t* slices);
 
 //! Walks every launch of the forward's plan (forward_proof.cpp); "" when it holds. edges: only the first two and last
 //! two blocks of each launch, without the written-once check (tensors too large to walk: past 2^32 elements).
-std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool biasAligned, bool edges = false);
+std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool biasAligned, int64_t l2Bytes,
+    bool edges = false);
 
 //! forEachBiasRun over the chunks [0, cuts[0]), [cuts[0], cuts[1]), ..., [cuts.back(), n) (cpu_proof.cpp).
 std::string proveBiasRuns(int64_t n, BiasSpec spec, std::vector<int64_t> const& cuts);
