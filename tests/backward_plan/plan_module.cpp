@@ -120,7 +120,7 @@ py::dict planDict(FusedPlan const& p)
     return d;
 }
 
-// The default l2_bytes of the forward plan's bindings: the H200's L2 as cudaDevAttrL2CacheSize reports it.
+// The default l2_bytes of the forward plan's bindings: 50 MiB, the L2 of an H100 or H200 (SXM, 132 SMs).
 constexpr int64_t kPROOF_L2 = int64_t{50} << 20;
 
 } // namespace
