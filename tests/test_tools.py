@@ -2,6 +2,7 @@
 (the H200 runs them at full size through tools/device_gpu_check.sh), and the forward A/B's CUDA sources, compiled."""
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -59,3 +60,16 @@ def test_forward_ab_starts_without_the_op():
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "--prewarm" in proc.stdout
+
+
+def test_forward_ab_size_cases_take_the_fp32_mib_asked_for():
+    """ab_forward.py --sizes: a flat tensor and a [T, 1024] one per MiB value, each k MiB of fp32 x, so that a sweep
+    crosses a size rule's switch where it means to (fwdSkipsL1: two thirds of L2)."""
+    spec = importlib.util.spec_from_file_location("ab_forward", ROOT / "tools" / "ab_forward" / "ab_forward.py")
+    ab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ab)
+    cases = ab.size_cases("16,33")
+    assert [c.name for c in cases] == ["flat_m16", "tok1024_m16", "flat_m33", "tok1024_m33"]
+    assert [c.numel * 4 for c in cases] == [16 << 20, 16 << 20, 33 << 20, 33 << 20]
+    assert [ab.spec_of(c) for c in cases] == [(1, 1), (1024, 1)] * 2
+    assert ab.size_cases("") == []

@@ -15,7 +15,8 @@ bench_layouts times as ours; its bits must be the last variant's (name the tree'
 caches before the timed process (compiling is CPU work).
 
 Usage (H200): python3 tools/ab_forward/ab_forward.py --variants base=/tmp/ab/base.so,tree=/tmp/ab/tree.so
-    [--cases a,b] [--dtypes fp32,fp16,bf16] [--approx name] [--backward] [--op] [--out ab.csv] [--prewarm]
+    [--cases a,b] [--sizes 16,32,48] [--dtypes fp32,fp16,bf16] [--approx name] [--backward] [--op] [--out ab.csv]
+    [--prewarm]
 """
 from __future__ import annotations
 
@@ -42,6 +43,15 @@ for _name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limi
 def eager_silu(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """What a user writes without the op (bench_layouts' eager and compile variants)."""
     return F.silu(x) + b
+
+
+def size_cases(mibs: str) -> list[Case]:
+    """A flat tensor (scalar bias) and a [T, 1024] one (last-dim bias) whose fp32 x takes each of these MiB
+    (flat_m<k>, tok1024_m<k>): where a rule that depends on x's size switches (swish_forward_plan.h's fwdSkipsL1)."""
+    out = []
+    for k in (int(v) for v in filter(None, mibs.split(","))):
+        out += [Case(f"flat_m{k}", (k << 18,), (1,)), Case(f"tok1024_m{k}", (k << 8, 1024), (1024,))]
+    return out
 
 
 def spec_of(case: Case) -> tuple[int, int]:
@@ -189,11 +199,14 @@ def main() -> int:
     ap.add_argument("--small", type=int, default=1 << 22)
     ap.add_argument("--backward", action="store_true", help="also forward + backward (needs the op built)")
     ap.add_argument("--op", action="store_true", help="the built op as one more variant (as bench_layouts' ours)")
+    ap.add_argument("--sizes", default="", help="MiB,...: size_cases' tensors too, after --cases (none by default)")
     ap.add_argument("--out", type=Path, default=None)
     opts = ap.parse_args()
     opts.approx = set(filter(None, opts.approx.split(",")))
-    by_name = {c.name: c for c in CASES}
-    names = opts.cases.split(",") if opts.cases else list(by_name)
+    sized = size_cases(opts.sizes)
+    by_name = {c.name: c for c in [*CASES, *sized]}
+    names = opts.cases.split(",") if opts.cases else [] if sized else [c.name for c in CASES]
+    names += [c.name for c in sized]
     compiled = torch.compile(eager_silu, dynamic=False)
     if opts.prewarm:
         for dname in opts.dtypes.split(","):
