@@ -91,7 +91,7 @@ def test_forward_either_side_of_the_l1_switch_cuda(dtype, row, bshape):
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
     per_row = max(1, math.prod(row)) * torch.empty((), dtype=dtype).element_size()
     gen = torch.Generator(device="cuda").manual_seed(7)
-    b = (torch.randn(bshape, generator=gen, device="cuda", dtype=torch.float32)).to(dtype)
+    b = torch.randn(bshape, generator=gen, device="cuda", dtype=torch.float32).to(dtype)
     for rows in (l2 // 3 * 2 // per_row, l2 // 3 * 2 // per_row + 1):
         x = (torch.randn((rows, *row), generator=gen, device="cuda", dtype=torch.float32) * 4).to(dtype)
         y = torchtrt_swish.swish(x, b)

@@ -104,7 +104,8 @@ std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool bi
         if (!kernel || (l.skipL1 && !skipKernel) || (l.vec > 1 && (!io || l.prm.offset % l.vec != 0)))
         {
             return "launch " + std::to_string(li) + ": mode " + std::to_string(static_cast<int>(l.mode)) + ", pack "
-                + std::to_string(l.vec) + ", " + std::to_string(l.ppt) + " per thread" + (l.skipL1 ? ", skipping L1" : "") + ": no such kernel";
+                + std::to_string(l.vec) + ", " + std::to_string(l.ppt) + " per thread"
+                + (l.skipL1 ? ", skipping L1" : "") + ": no such kernel";
         }
         if ((l.mode == FwdMode::kFULL || l.mode == FwdMode::kLAST_VEC || l.mode == FwdMode::kLAST_FIXED)
             && l.vec > 1 && !biasAligned)
