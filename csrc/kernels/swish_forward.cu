@@ -95,6 +95,8 @@ __device__ __forceinline__ void biasLoads(T const* __restrict__ bias, int64_t nP
 template <bool kSKIP_L1, typename P>
 __device__ __forceinline__ P loadX(P const* p)
 {
+    // L1 eviction priorities need sm_70 (ptxas rejects them for older targets): there the copy reads as its twin does.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 700
     if constexpr (kSKIP_L1)
     {
         static_assert(sizeof(P) == sizeof(uint4), "only 16-byte packs skip L1");
@@ -106,10 +108,8 @@ __device__ __forceinline__ P loadX(P const* p)
         memcpy(&out, &r, sizeof(r));
         return out;
     }
-    else
-    {
-        return *p;
-    }
+#endif
+    return *p;
 }
 
 // The fp32 bias of each element of a pack.
