@@ -28,11 +28,11 @@ mode runs in a child process, since both settings are read at its start):
   reused  glibc keeps freed memory (MALLOC_MMAP_MAX_=0, MALLOC_TRIM_THRESHOLD_), as a caching allocator would (ORT's
           arena, jemalloc, tcmalloc), on a heap grown and written once before timing (POOL_BYTES), so that an output
           glibc places past the freed blocks finds resident pages too: the kernels against the floor. The default.
-Each table ends with the page faults its timed calls took, per step (none expected where memory is reused).
   fresh   glibc's defaults; adds `clone` (allocate + copy, as any op that returns a new tensor; the op faults its
           fresh outputs in before writing them, which `clone` does not)
   thp     fresh, with PyTorch's THP_MEM_ALLOC_ENABLE=1 (2 MB pages for large allocations: fewer faults); adds `clone`
-A comma list runs several, e.g. --memory reused,fresh,thp.
+A comma list runs several, e.g. --memory reused,fresh,thp. Each table ends with the page faults its timed calls took,
+per step and thread count: a few pages at most where memory is reused, 16384 for each fresh 64 MB block.
 
 Usage: python benchmarks/bench_cpu.py [--threads 1,2,all] [--rounds 21] [--warmup 3] [--memory reused,fresh,thp]
                                       [--cases NAME,...|none] [--l2]
@@ -88,9 +88,9 @@ def minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-def median_ms(steps: dict, rounds: int, warmup: int, faults: dict | None = None) -> dict[str, float]:
+def median_ms(steps: dict, rounds: int, warmup: int, faults: dict | None = None, row: str = "") -> dict[str, float]:
     """{name: median ms} of the steps, run once each per round in a rotating order; adds each step's page faults in
-    the timed rounds to faults[name] if given."""
+    the timed rounds to faults[f"{row}{name}"] if given."""
     for step in steps.values():
         for _ in range(warmup):
             step()
@@ -103,13 +103,14 @@ def median_ms(steps: dict, rounds: int, warmup: int, faults: dict | None = None)
             steps[name]()
             times[name].append(time.perf_counter() - t0)
             if faults is not None:
-                faults[name] = faults.get(name, 0) + minor_faults() - f0
+                faults[row + name] = faults.get(row + name, 0) + minor_faults() - f0
     return {n: statistics.median(ts) * 1e3 for n, ts in times.items()}
 
 
 def print_faults(faults: dict[str, int]) -> None:
-    """The table's page faults in its timed calls, per step: none where freed memory is reused."""
+    """The table's page faults in its timed calls, per row and step (a blank line first: not a table row)."""
     took = ", ".join(f"{name} {n}" for name, n in faults.items() if n)
+    print()
     print(f"page faults in the timed calls: {took or 'none'}")
 
 
@@ -189,7 +190,7 @@ def floor_table(counts: list[int], rounds: int, warmup: int, fresh: bool) -> int
                       "fwd+bwd / copy_ (<= 3) | bf16 fwd ms | bf16 / copy_ (<= 1.5) | aten fwd ms |"
                       + (" clone ms |" if fresh else ""))
                 print("|---" * (11 if fresh else 10) + "|")
-            t = median_ms(steps, rounds, warmup, faults)
+            t = median_ms(steps, rounds, warmup, faults, f"{n} threads ")
             ratios = {"fwd/ORT": t["fwd"] / t["ORT"], "fwd+bwd/copy": t["fwd+bwd"] / t["copy_"],
                       "bf16/copy": t["bf16"] / t["copy_"]}
             cells = {}
@@ -260,7 +261,7 @@ def aten_table(names: list[str], counts: list[int], rounds: int, warmup: int) ->
                     steps = {"ours": lambda: torch.autograd.grad(torchtrt_swish.swish(x, b), (x, b), g),
                              "aten": lambda: torch.autograd.grad(F.silu(x) + b, (x, b), g)}
                 steps["copy_"] = lambda: y.copy_(xs)
-                t = median_ms(steps, rounds, warmup, faults)
+                t = median_ms(steps, rounds, warmup, faults, f"{name} {n} threads {mode} ")
                 speedup = t["aten"] / t["ours"]
                 rows += 1
                 behind += speedup < 1

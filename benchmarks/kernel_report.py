@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -24,21 +25,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def cuobjdump() -> str | None:
-    """The toolkit's cuobjdump, else the one in Triton's wheel (torch's CUDA builds install it); None if neither."""
-    found = shutil.which("cuobjdump") or (Path("/usr/local/cuda/bin/cuobjdump") if Path(
-        "/usr/local/cuda/bin/cuobjdump").exists() else None)
-    if found:
-        return str(found)
-    try:
-        import triton
+def cuda_tools(name: str, home: Path | None = None) -> list[str]:
+    """Every copy of the CUDA tool `name` (cuobjdump, ptxas) there is, in order: home's, PATH's, /usr/local/cuda's,
+    then the one in Triton's wheel (torch's CUDA builds install it)."""
+    found = [home / "bin" / name] if home else []
+    found += [Path(p) for p in (shutil.which(name),) if p] + [Path("/usr/local/cuda/bin") / name]
+    spec = importlib.util.find_spec("triton")
+    if spec and spec.origin:
+        found.append(Path(spec.origin).parent / "backends" / "nvidia" / "bin" / name)
+    return list(dict.fromkeys(str(p) for p in found if p.exists()))
 
-        cand = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-        if cand.exists():
-            return str(cand)
-    except ImportError:
-        pass
-    return None
+
+def cuobjdump() -> str | None:
+    """The first cuobjdump of cuda_tools; None if there is none."""
+    return next(iter(cuda_tools("cuobjdump")), None)
 
 
 def demangle_short(name: str) -> str:

@@ -95,11 +95,11 @@ __device__ __forceinline__ void biasLoads(T const* __restrict__ bias, int64_t nP
 template <bool kSKIP_L1, typename P>
 __device__ __forceinline__ P loadX(P const* p)
 {
+    static_assert(!kSKIP_L1 || sizeof(P) == sizeof(uint4), "only 16-byte packs skip L1");
     // L1 eviction priorities need sm_70 (ptxas rejects them for older targets): there the copy reads as its twin does.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 700
     if constexpr (kSKIP_L1)
     {
-        static_assert(sizeof(P) == sizeof(uint4), "only 16-byte packs skip L1");
         uint4 r;
         asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
             : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
