@@ -28,12 +28,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def cuda_tools(name: str, home: Path | None = None) -> list[str]:
     """Every copy of the CUDA tool `name` (cuobjdump, ptxas) there is, in order: home's, PATH's, /usr/local/cuda's,
     then the one in Triton's wheel (torch's CUDA builds install it)."""
-    found = [home / "bin" / name] if home else []
-    found += [Path(p) for p in (shutil.which(name),) if p] + [Path("/usr/local/cuda/bin") / name]
-    spec = importlib.util.find_spec("triton")
-    if spec and spec.origin:
-        found.append(Path(spec.origin).parent / "backends" / "nvidia" / "bin" / name)
-    return list(dict.fromkeys(str(p) for p in found if p.exists()))
+    triton = importlib.util.find_spec("triton")
+    found = [home / "bin" / name if home else None, shutil.which(name), Path("/usr/local/cuda/bin") / name,
+             Path(triton.origin).parent / "backends" / "nvidia" / "bin" / name if triton and triton.origin else None]
+    return list(dict.fromkeys(str(p) for p in found if p and Path(p).exists()))
 
 
 def cuobjdump() -> str | None:
