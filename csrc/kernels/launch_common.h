@@ -25,10 +25,16 @@ constexpr int kWARPS = kTHREADS / 32;
 // latency.
 constexpr int kUNROLL = 4;
 
+// Bytes of one element.
+inline int elementBytes(DType t)
+{
+    return t == DType::kFLOAT32 ? 4 : 2;
+}
+
 // Elements of one 16-byte pack.
 inline int vecWidth(DType t)
 {
-    return t == DType::kFLOAT32 ? 4 : 8;
+    return 16 / elementBytes(t);
 }
 
 // Division by a run-time constant: multiply-high + shift for 32-bit dividends (Granlund-Montgomery), plain

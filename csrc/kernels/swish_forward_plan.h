@@ -150,7 +150,7 @@ inline FwdPlan planForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool 
     {
         FwdLaunch& l = plan.launch[plan.count++];
         l = fwdLaunch(dtype, body, vw, head / vw, prm);
-        l.skipL1 = l.vec == vw && fwdSkipsL1(n * (16 / vw), l2Bytes); // 16-byte packs only
+        l.skipL1 = l.vec == vw && fwdSkipsL1(n * elementBytes(dtype), l2Bytes); // 16-byte packs only
     }
     if (n > head)
     {

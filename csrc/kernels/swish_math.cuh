@@ -1,6 +1,7 @@
-// Numerics and packing shared by the Swish kernels (csrc/kernels/swish_*.cu): launch constants, the fp32 math
-// with exact division (forward and input gradient), 16-byte packs and the alignment check (the block size, FastDiv
-// and the grid limit are plain C++ in launch_common.h). Internal to the kernel files: hosts include swish_kernel.h.
+// Numerics and packing shared by the Swish kernels (csrc/kernels/swish_*.cu): launch constants, per-device attribute
+// caches (perDevice), the fp32 math with exact division (forward and input gradient), 16-byte packs and the alignment
+// check (the block size, FastDiv and the grid limit are plain C++ in launch_common.h). Internal to the kernel files:
+// hosts include swish_kernel.h.
 #pragma once
 
 #include "launch_common.h"

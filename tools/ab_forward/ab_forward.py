@@ -205,7 +205,10 @@ def main() -> int:
     opts.approx = set(filter(None, opts.approx.split(",")))
     sized = size_cases(opts.sizes)
     by_name = {c.name: c for c in [*CASES, *sized]}
-    names = opts.cases.split(",") if opts.cases else [] if sized else [c.name for c in CASES]
+    if opts.cases:
+        names = opts.cases.split(",")
+    else:  # every table case, unless sizes were asked for alone
+        names = [] if sized else [c.name for c in CASES]
     names += [c.name for c in sized]
     compiled = torch.compile(eager_silu, dynamic=False)
     if opts.prewarm:
