@@ -278,7 +278,6 @@ def test_bench_cpu_child_env_blocks_idle_workers_and_keeps_one_memory_mode():
     assert bench_cpu.child_env("thp", {**parent, "OMP_WAIT_POLICY": "ACTIVE"})["OMP_WAIT_POLICY"] == "ACTIVE"
 
 
-
 _REUSED_FWD_BWD = """
 import torch, torchtrt_swish
 from benchmarks import bench_cpu as B
