@@ -64,7 +64,7 @@ def test_forward_ab_starts_without_the_op():
 
 def test_forward_ab_size_cases_take_the_fp32_mib_asked_for():
     """ab_forward.py --sizes: a flat tensor and a [T, 1024] one per MiB value, each k MiB of fp32 x, so that a sweep
-    crosses a size rule's switch where it means to (fwdSkipsL1: two thirds of L2)."""
+    crosses a size rule's switch where it means to (fwdSkipsL1: a third and two thirds of L2)."""
     spec = importlib.util.spec_from_file_location("ab_forward", ROOT / "tools" / "ab_forward" / "ab_forward.py")
     ab = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ab)
