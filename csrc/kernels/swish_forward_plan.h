@@ -102,7 +102,7 @@ inline FwdLaunch fwdLaunch(DType dtype, FwdMode mode, int vec, int64_t nPacks, F
 }
 
 //! Whether the 16-byte x loads of a tensor of xBytes bypass L1 (ld.global.nc.L1::no_allocate) on a device with
-//! l2Bytes of L2: while x takes the middle third of L2, 2-10 % faster; below it level at best and, where x and y
+//! l2Bytes of L2: while x takes the middle third of L2, 1-11 % faster; below it no steady gain and, where x and y
 //! fill about half of L2, bimodal on an H100 (5.3 or 7.1-7.7 us where the plain load takes 5.4); 2.5 % slower once x
 //! streams from DRAM (performance notes).
 TORCHTRT_SWISH_HOST_DEVICE constexpr bool fwdSkipsL1(int64_t xBytes, int64_t l2Bytes)
