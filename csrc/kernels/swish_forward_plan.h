@@ -102,9 +102,8 @@ inline FwdLaunch fwdLaunch(DType dtype, FwdMode mode, int vec, int64_t nPacks, F
 }
 
 //! Whether the 16-byte x loads of a tensor of xBytes bypass L1 (ld.global.nc.L1::no_allocate) on a device with
-//! l2Bytes of L2: while x takes the middle third of L2, 1-11 % faster; below it no steady gain and, where x and y
-//! fill about half of L2, bimodal on an H100 (5.3 or 7.1-7.7 us where the plain load takes 5.4); 2.5 % slower once x
-//! streams from DRAM (performance notes).
+//! l2Bytes of L2: faster while x takes the middle third of L2; below it no steady gain (on an H100 the skipping load is
+//! bimodal where x and y fill about half of L2); slower once x streams from DRAM (performance notes, runs l2, b1-b5).
 TORCHTRT_SWISH_HOST_DEVICE constexpr bool fwdSkipsL1(int64_t xBytes, int64_t l2Bytes)
 {
     return xBytes > l2Bytes / 3 && xBytes <= l2Bytes / 3 * 2;
