@@ -29,11 +29,13 @@ Usage (H200): python benchmarks/bench_layouts.py --out $OUT/layouts.csv [--quick
     [--show-autotune]
 --label names the build in the `kernels` column (before/after rows of two builds in one table).
 Rows print as they are measured; the CSV is written at the end, also when the run is cut short (SIGTERM, Ctrl-C).
+Last come the goal lines: per pass and timing mode, the rows where compile is more than 0.5 % faster than ours.
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import sys
@@ -171,6 +173,33 @@ def print_row(r: dict) -> None:
           f"{r.get('eager_us', nan) / ours:8.2f}", flush=True)
 
 
+NOISE = 0.005  # a row trails compile when compile's time is more than this fraction under ours
+
+
+def behind_compile(rows: list[dict]) -> dict[tuple[str, str], tuple[int, list[dict]]]:
+    """Per (pass, timing): how many rows timed both ours and compile, and those where compile was faster by more
+    than NOISE. A non-finite time counts as behind: it is no evidence that the row is level."""
+    counts: dict[tuple[str, str], int] = {}
+    behind: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        if "compile_us" not in r:
+            continue
+        key = (r["pass"], r["timing"])
+        counts[key] = counts.get(key, 0) + 1
+        ours, comp = r["ours_us"], r["compile_us"]
+        if not (math.isfinite(ours) and math.isfinite(comp)) or comp < ours * (1 - NOISE):
+            behind.setdefault(key, []).append(r)
+    return {key: (n, behind.get(key, [])) for key, n in counts.items()}
+
+
+def print_goal(rows: list[dict]) -> None:
+    """The goal line per pass and timing mode: rows behind compile, each named."""
+    for (pas, mode), (count, behind) in behind_compile(rows).items():
+        print(f"goal no {pas} {mode} row behind compile by more than {NOISE * 100:g} %: {len(behind)} of {count} behind")
+        for r in behind:
+            print(f"  {r['case']} {r['dtype']}: ours {r['ours_us']:.2f} us, compile {r['compile_us']:.2f} us")
+
+
 # The CSV's leading columns (bench_swish.write_csv puts every other key after them; variants not run are empty).
 COLUMNS = ("case", "shape", "bias", "format", "dtype", "n", "pass", "timing", "kernels", "compile", "copy_us",
            "floor_us")
@@ -240,6 +269,7 @@ def main() -> int:
     finally:
         bench_swish.write_csv(rows, args.out, COLUMNS)
         print(f"wrote {args.out} ({len(rows)} rows)")
+        print_goal(rows)
     return 0
 
 

@@ -228,6 +228,32 @@ def test_op_left_in_inductor_code_is_found(inductor_without_our_decompositions):
     assert any("left in ours's compiled code" in p for p in bench_networks.row_problems(row, swaps))
 
 
+def _layout_row(ours, compile_us, pas="fwd", case="c"):
+    return {"case": case, "dtype": "fp32", "pass": pas, "timing": "graph", "ours_us": ours, "compile_us": compile_us}
+
+
+def test_layout_goal_counts_rows_behind_compile_beyond_the_noise(capsys):
+    """Issue 38's GPU goal line: compile faster than ours by more than half a percent is behind, by less is level;
+    a NaN or inf time on either side is behind; each pass counts apart, rows without compile not at all."""
+    from benchmarks import bench_layouts
+
+    rows = [_layout_row(100.0, 99.51, case="level"), _layout_row(100.0, 99.49, case="behind"),
+            _layout_row(100.0, 130.0, case="ahead"), _layout_row(100.0, 99.49, pas="fwd+bwd", case="bwd"),
+            {"case": "ours only", "pass": "fwd", "timing": "graph", "ours_us": 1.0}]
+    rows += [_layout_row(a, c, case=f"nonfinite {a} {c}")
+             for a, c in ((math.nan, 1.0), (1.0, math.nan), (math.inf, 1.0), (1.0, math.inf))]
+    goal = bench_layouts.behind_compile(rows)
+    assert set(goal) == {("fwd", "graph"), ("fwd+bwd", "graph")}
+    count, behind = goal[("fwd", "graph")]
+    assert count == 7
+    assert [r["case"] for r in behind] == ["behind"] + [r["case"] for r in rows[5:]]
+    assert [r["case"] for r in goal[("fwd+bwd", "graph")][1]] == ["bwd"]
+    bench_layouts.print_goal(rows)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "goal no fwd graph row behind compile by more than 0.5 %: 5 of 7 behind"
+    assert out[1] == "  behind fp32: ours 100.00 us, compile 99.49 us"
+
+
 def test_bench_cpu_anchor_is_onnx_runtimes_fused_kernel(tmp_path):
     """The CPU table's anchor: ONNX Runtime's optimizer still turns Mul(x, Sigmoid(x)) into one QuickGelu node (MLAS);
     bench_cpu.py marks the ORT target FAIL where it does not."""

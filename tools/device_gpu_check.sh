@@ -23,7 +23,8 @@
 #            SANITIZE_BESIDE=1: compute-sanitizer memcheck and racecheck of tools/sanitize_op.py beside them too.
 #   issue30: the `cuda` suite beside compute-sanitizer memcheck (PYTORCH_NO_CUDA_MEMORY_CACHING=1) and racecheck over
 #            the planner's switch points for this GPU and random layouts (tools/sanitize_op.py --switch-points), then
-#            the layout table (LAYOUT_ARGS).
+#            the layout table (LAYOUT_ARGS); memcheck also over the forward's L1-switch test. Issue 38's forward goal:
+#            LAYOUT_ARGS="--passes fwd --timing graph --variants ours,compile" (its goal lines close the table).
 #   hostops: tools/host_ops.py per ';'-separated argument set in HOST_OPS (after issue24, so alone on the GPU).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -124,13 +125,19 @@ if [[ $steps == *issue30* ]]; then
     ( PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout -k 5 ${SANITIZE_TIMEOUT:-330} compute-sanitizer --tool memcheck \
           --error-exitcode 3 python3 tools/sanitize_op.py --switch-points --max-elems $((1 << 23)) \
           --random ${SANITIZE_RANDOM:-150} > "$OUT/sanitize_memcheck.log" 2>&1
-      echo $? > "$OUT/sanitize_memcheck.rc"
-      echo "sanitizer memcheck (caching off, switch points + random): exit $? :: $(grep -E "ERROR SUMMARY|sanitize_op:" "$OUT/sanitize_memcheck.log" | tr '\n' ' ') at $(( $(date +%s) - t30 )) s" ) &
+      r=$?; echo $r > "$OUT/sanitize_memcheck.rc"
+      echo "sanitizer memcheck (caching off, switch points + random): exit $r :: $(grep -E "ERROR SUMMARY|sanitize_op:" "$OUT/sanitize_memcheck.log" | tr '\n' ' ') at $(( $(date +%s) - t30 )) s" ) &
+    # The forward's L1 switches sit at a third and two thirds of L2, above the switch points' sizes: their test.
+    ( PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout -k 5 ${SANITIZE_TIMEOUT:-330} compute-sanitizer --tool memcheck \
+          --error-exitcode 3 python3 -m pytest -q -p no:cacheprovider -m cuda -k l1_switches \
+          tests/test_kernels_layouts.py > "$OUT/sanitize_memcheck_l1.log" 2>&1
+      r=$?; echo $r > "$OUT/sanitize_memcheck_l1.rc"
+      echo "sanitizer memcheck (caching off, the forward's L1 switches): exit $r :: $(grep -E "ERROR SUMMARY|passed|failed" "$OUT/sanitize_memcheck_l1.log" | tr '\n' ' ') at $(( $(date +%s) - t30 )) s" ) &
     ( timeout -k 5 ${SANITIZE_TIMEOUT:-330} compute-sanitizer --tool racecheck --error-exitcode 3 \
           python3 tools/sanitize_op.py --switch-points --max-elems $((1 << 19)) --random ${RACECHECK_RANDOM:-20} \
           > "$OUT/sanitize_racecheck.log" 2>&1
-      echo $? > "$OUT/sanitize_racecheck.rc"
-      echo "sanitizer racecheck (switch points + random): exit $? :: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|sanitize_op:" "$OUT/sanitize_racecheck.log" | tr '\n' ' ') at $(( $(date +%s) - t30 )) s" ) &
+      r=$?; echo $r > "$OUT/sanitize_racecheck.rc"
+      echo "sanitizer racecheck (switch points + random): exit $r :: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|sanitize_op:" "$OUT/sanitize_racecheck.log" | tr '\n' ' ') at $(( $(date +%s) - t30 )) s" ) &
     # The device-memory accounting test reads the whole GPU's free memory: it runs alone, after the others.
     alone=test_plugin_objects_keep_no_device_memory
     TORCHTRT_SWISH_PROPERTY_SECONDS=${PROPERTY_SECONDS:-60} timeout 340 python3 -m pytest -q -p no:cacheprovider -m cuda -rs \
@@ -144,7 +151,7 @@ if [[ $steps == *issue30* ]]; then
     prc=$?
     echo "pytest -m cuda -k $alone (alone on the GPU): exit $prc :: $(tail -1 "$OUT/pytest_alone.log")"
     [ $prc -eq 0 ] || rc=1
-    for tool in memcheck racecheck; do
+    for tool in memcheck memcheck_l1 racecheck; do
         [ "$(cat "$OUT/sanitize_$tool.rc" 2>/dev/null)" = 0 ] || { echo "sanitizer $tool failed"; rc=1; }
     done
     [ -n "${NO_LAYOUTS:-}" ] || layouts_bench ${LAYOUT_SECONDS:-150}
