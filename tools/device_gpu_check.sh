@@ -122,22 +122,25 @@ if [[ $steps == *issue30* ]]; then
     # racecheck over this GPU's planner switch points and random layouts; then the layout table alone on the GPU.
     xdist=$(python3 -c 'import xdist' 2>/dev/null && echo "-n 4")
     t30=$(date +%s)
-    ( PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout -k 5 ${SANITIZE_TIMEOUT:-330} compute-sanitizer --tool memcheck \
-          --error-exitcode 3 python3 tools/sanitize_op.py --switch-points --max-elems $((1 << 23)) \
-          --random ${SANITIZE_RANDOM:-150} > "$OUT/sanitize_memcheck.log" 2>&1
-      r=$?; echo $r > "$OUT/sanitize_memcheck.rc"
-      echo "sanitizer memcheck (caching off, switch points + random): exit $r :: $(grep -E "ERROR SUMMARY|sanitize_op:" "$OUT/sanitize_memcheck.log" | tr '\n' ' ') at $(( $(date +%s) - t30 )) s" ) &
+    # One sanitizer run in the background ($1: its log's name, $2: the tool, $3: what it covers, then the command;
+    # memcheck with the caching allocator off), its exit status in $OUT/sanitize_$1.rc.
+    sanitize_bg() {
+        local name=$1 tool=$2 what=$3
+        shift 3
+        ( [ "$tool" = memcheck ] && export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+          timeout -k 5 ${SANITIZE_TIMEOUT:-330} compute-sanitizer --tool "$tool" --error-exitcode 3 "$@" \
+              > "$OUT/sanitize_$name.log" 2>&1
+          r=$?; echo $r > "$OUT/sanitize_$name.rc"
+          echo "sanitizer $tool ($what): exit $r :: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|sanitize_op:|passed|failed" \
+              "$OUT/sanitize_$name.log" | tr '\n' ' ') at $(( $(date +%s) - t30 )) s" ) &
+    }
+    sanitize_bg memcheck memcheck "caching off, switch points + random" python3 tools/sanitize_op.py --switch-points \
+        --max-elems $((1 << 23)) --random ${SANITIZE_RANDOM:-150}
     # The forward's L1 switches sit at a third and two thirds of L2, above the switch points' sizes: their test.
-    ( PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout -k 5 ${SANITIZE_TIMEOUT:-330} compute-sanitizer --tool memcheck \
-          --error-exitcode 3 python3 -m pytest -q -p no:cacheprovider -m cuda -k l1_switches \
-          tests/test_kernels_layouts.py > "$OUT/sanitize_memcheck_l1.log" 2>&1
-      r=$?; echo $r > "$OUT/sanitize_memcheck_l1.rc"
-      echo "sanitizer memcheck (caching off, the forward's L1 switches): exit $r :: $(grep -E "ERROR SUMMARY|passed|failed" "$OUT/sanitize_memcheck_l1.log" | tr '\n' ' ') at $(( $(date +%s) - t30 )) s" ) &
-    ( timeout -k 5 ${SANITIZE_TIMEOUT:-330} compute-sanitizer --tool racecheck --error-exitcode 3 \
-          python3 tools/sanitize_op.py --switch-points --max-elems $((1 << 19)) --random ${RACECHECK_RANDOM:-20} \
-          > "$OUT/sanitize_racecheck.log" 2>&1
-      r=$?; echo $r > "$OUT/sanitize_racecheck.rc"
-      echo "sanitizer racecheck (switch points + random): exit $r :: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|sanitize_op:" "$OUT/sanitize_racecheck.log" | tr '\n' ' ') at $(( $(date +%s) - t30 )) s" ) &
+    sanitize_bg memcheck_l1 memcheck "caching off, the forward's L1 switches" python3 -m pytest -q -p no:cacheprovider \
+        -m cuda -k l1_switches tests/test_kernels_layouts.py
+    sanitize_bg racecheck racecheck "switch points + random" python3 tools/sanitize_op.py --switch-points \
+        --max-elems $((1 << 19)) --random ${RACECHECK_RANDOM:-20}
     # The device-memory accounting test reads the whole GPU's free memory: it runs alone, after the others.
     alone=test_plugin_objects_keep_no_device_memory
     TORCHTRT_SWISH_PROPERTY_SECONDS=${PROPERTY_SECONDS:-60} timeout 340 python3 -m pytest -q -p no:cacheprovider -m cuda -rs \
