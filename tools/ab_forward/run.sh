@@ -2,13 +2,16 @@
 # One H200 call: build forward-kernel variants as shared libraries (tools/ab_forward/ab_forward.cu, nvcc in
 # parallel), fill inductor's caches for torch.compile's column from parallel processes meanwhile, then time every
 # variant against copy and compile (tools/ab_forward/ab_forward.py) alone on the GPU; inductor's chosen configs and
-# its kernels' registers last. Logs: $OUT/logs.tgz. No build of the op, no carried paths.
+# its kernels' registers last. Logs: $OUT/logs.tgz. The op is built from the tree meanwhile (without the plugin): the
+# timing checks every variant's output through benchmarks/bench_swish, which imports it. Carry: .whl.
 # VARIANTS: "name:nvcc flags;..." (a flag -Idir puts that folder's swish_forward.cu first; default: the tree's).
 # AB_CASES, AB_DTYPES, AB_ARGS: ab_forward.py's --cases, --dtypes and other options.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 source tools/device_prelude.sh
 collect_logs_on_exit
+export TORCHTRT_SWISH_SKIP_PLUGIN=${TORCHTRT_SWISH_SKIP_PLUGIN:-1}
+install_carried_wheels
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv | tee "$L/gpu.txt"
 AB=/tmp/ab
 mkdir -p "$AB"
@@ -32,6 +35,7 @@ for dt in ${AB_DTYPES//,/ }; do
             --dtypes "$dt" > "$L/prewarm_${dt}_$i.log" 2>&1 &
     done
 done
+build_from_source "$L"
 wait
 echo "builds and prewarm: $(( $(date +%s) - t0 )) s"
 spec=""
