@@ -176,20 +176,19 @@ def print_row(r: dict) -> None:
 NOISE = 0.005  # a row trails compile when compile's time is more than this fraction under ours
 
 
-def behind_compile(rows: list[dict]) -> dict[tuple[str, str], tuple[int, list[dict]]]:
-    """Per (pass, timing): how many rows timed both ours and compile, and those where compile was faster by more
-    than NOISE. A non-finite time counts as behind: it is no evidence that the row is level."""
-    counts: dict[tuple[str, str], int] = {}
-    behind: dict[tuple[str, str], list[dict]] = {}
+def behind_compile(rows: list[dict]) -> dict[tuple[str, str], list]:
+    """Per (pass, timing): [how many rows timed both ours and compile, those where compile was faster by more than
+    NOISE]. A non-finite time counts as behind: it is no evidence that the row is level."""
+    goal: dict[tuple[str, str], list] = {}
     for r in rows:
         if "compile_us" not in r:
             continue
-        key = (r["pass"], r["timing"])
-        counts[key] = counts.get(key, 0) + 1
+        entry = goal.setdefault((r["pass"], r["timing"]), [0, []])
+        entry[0] += 1
         ours, comp = r["ours_us"], r["compile_us"]
         if not (math.isfinite(ours) and math.isfinite(comp)) or comp < ours * (1 - NOISE):
-            behind.setdefault(key, []).append(r)
-    return {key: (n, behind.get(key, [])) for key, n in counts.items()}
+            entry[1].append(r)
+    return goal
 
 
 def print_goal(rows: list[dict]) -> None:
