@@ -1,11 +1,11 @@
 """The forward's launches proven over its decision space on the CPU (tests/backward_plan/forward_proof.cpp).
 
-Every bias lookup mode (scalar, full, last-dim vector and fixed, uniform packs, two-channel packs, per element), both
-launch shapes, the 8-byte packs of small fp16/bf16 tensors and the element-wise tail: every C up to 1100, plane sizes
-1-80 and powers of two +-1, rows into the thousands, every dtype, x/y and bias aligned or not, and the sizes at the
-switch points (2^17 and 2^18 packs, 2^20 for bf16 two-channel packs). The 32-bit pack indices and lookups of a
-launch under 2^32 elements are checked against the 64-bit ones at every pack; past the sizes a walk can cover, at the
-first and last blocks.
+Every bias lookup mode (scalar, full, last-dim vector and fixed, uniform packs, two-channel packs, per element), the
+three launch shapes, the 8-byte packs of small fp16/bf16 tensors and the element-wise tail: every C up to 1100, plane
+sizes 1-80 and powers of two +-1, rows into the thousands, every dtype, x/y and bias aligned or not, and the sizes at
+the switch points (2^17 and 2^18 packs, 2^20 for bf16 two-channel packs, a third and two thirds of L2). The 32-bit pack
+indices and lookups of a launch under 2^32 elements are checked against the 64-bit ones at every pack; past the sizes a
+walk can cover, at the first and last blocks.
 """
 from __future__ import annotations
 
@@ -110,6 +110,45 @@ def test_switch_points_of_the_launch_shapes(bp):
         if body["vec"] == PACK[c[0]]:
             limit = 1 << (20 if (c[0], MODES[body["mode"]]) == ("bfloat16", "span2") else 18)
             assert body["ppt"] == (1 if body["packs"] <= limit else 2), (c, body)
+
+
+def test_x_streaming_from_dram_takes_one_pack_a_thread_in_128_thread_blocks(bp):
+    """Past two thirds of L2 (fwdStreams) a 16-byte launch above the one-pack limit takes one pack a thread in
+    128-thread blocks, not two (faster where x streams from DRAM: the performance notes); at or below it, or at most
+    the one-pack limit, the shapes of test_switch_points_of_the_launch_shapes. Either side of the point in every dtype
+    and 16-byte lookup mode, exactly at it for a scalar bias, for two L2 sizes; the smaller L2's plans walked whole,
+    the larger's at their edges; element-wise launches keep two packs a thread."""
+    mib = 1 << 20
+
+    def shape(d, n, channels, inner, l2):
+        body = bp.forward_plan(d, n, channels, inner, l2_bytes=l2)[0]
+        assert body["vec"] == PACK[d], (d, n, channels, inner, body)
+        return MODES[body["mode"]], body["packs"], (body["threads"], body["ppt"])
+
+    for l2, edges in ((12 * mib, False), (48 * mib, True)):
+        high = l2 // 3 * 2
+        cases, modes = [], set()
+        for d, vw in PACK.items():
+            size = 16 // vw
+            for channels, inner in ((1, 1), (24 * vw, 1), (8 * vw, 1), (64, 16), (1152, 49), (3, 5)):
+                sample = channels * inner
+                fits = high // size // sample * sample
+                for n, streams in ((fits, False), (fits + sample, True)):
+                    mode, packs, got = shape(d, n, channels, inner, l2)
+                    limit = 1 << (20 if (d, mode) == ("bfloat16", "span2") else 18)
+                    want = (256, 1) if packs <= limit else (128, 1 if streams else 2)
+                    assert got == want, (l2, d, n, channels, inner, mode, got)
+                    modes.add(mode)
+                    cases.append((d, n, channels, inner, True, True))
+            n = high // size  # x exactly two thirds of L2, then one pack more
+            assert shape(d, n, 1, 1, l2)[2] == (128, 2) and shape(d, n + vw, 1, 1, l2)[2] == (128, 1)
+            assert [(l["threads"], l["ppt"]) for l in bp.forward_plan(d, n + vw, 1, 1, io=False, l2_bytes=l2)] == [
+                (128, 2)]
+            assert shape(d, n + vw, n + vw, 1, l2) == ("full", (n + vw) // vw, (128, 1))
+            cases += [(d, n + vw, 1, 1, False, True), (d, n + vw + 3, 1, 1, True, True)]
+            cases.append((d, n + vw, n + vw, 1, True, True))
+        assert modes == set(MODES.values()) - {"full"}, modes
+        assert bp.prove_forward(cases, edges=edges, l2_bytes=l2) == [""] * len(cases)
 
 
 def test_32_bit_indices_either_side_of_2_pow_31_elements(bp):

@@ -235,26 +235,38 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     }
 }
 
-// Launches the kernel of pack width kW in the launch's shape (one pack a thread in kTHREADS-thread blocks, or two in
-// half as many); false when the launch asks for another width or shape.
+// Launches the kernel of pack width kW in the launch's shape (one pack a thread in kTHREADS-thread blocks, two in
+// half as many, or, for vector packs of an x that streams from DRAM and so keeps L1, one in half as many); false when
+// the launch asks for another width or shape.
 template <typename T, int kW, Mode kMODE, bool kWIDE = false, bool kSKIP_L1 = false>
 bool launchShape(FwdLaunch const& l, T const* xs, T const* bias, T* ys, cudaStream_t stream)
 {
-    if (l.vec != kW || (l.ppt != 1 && l.ppt != 2) || l.skipL1 != kSKIP_L1)
+    if (l.vec != kW || l.skipL1 != kSKIP_L1)
     {
         return false;
     }
-    if (l.ppt == 1)
+    if (l.threads == kTHREADS && l.ppt == 1)
     {
         swishForwardKernel<T, kW, kMODE, kTHREADS, 1, kWIDE, kSKIP_L1><<<l.grid, kTHREADS, 0, stream>>>(xs, bias, ys,
             l.nPacks, l.prm);
+        return true;
     }
-    else
+    if (l.threads == kTHREADS / 2 && l.ppt == 2)
     {
         swishForwardKernel<T, kW, kMODE, kTHREADS / 2, 2, kWIDE, kSKIP_L1><<<l.grid, kTHREADS / 2, 0, stream>>>(xs,
             bias, ys, l.nPacks, l.prm);
+        return true;
     }
-    return true;
+    if constexpr (!kSKIP_L1 && kW > 1)
+    {
+        if (l.threads == kTHREADS / 2 && l.ppt == 1)
+        {
+            swishForwardKernel<T, kW, kMODE, kTHREADS / 2, 1, kWIDE><<<l.grid, kTHREADS / 2, 0, stream>>>(xs, bias,
+                ys, l.nPacks, l.prm);
+            return true;
+        }
+    }
+    return false;
 }
 
 // The element-wise kernels (tail and misaligned launches): only the modes that have them (fwdHasScalarKernel).

@@ -65,8 +65,8 @@ TORCHTRT_SWISH_HOST_DEVICE constexpr bool fwdHasHalfNarrowKernel(FwdMode m)
 }
 
 //! Packs up to which a launch runs one pack per thread in 256-thread blocks (the most loads in flight for a tensor
-//! that cannot fill the chip); above, two packs per thread in 128-thread blocks. bf16 kSPAN2 keeps one pack per
-//! thread longer (its two-pack kernel holds more registers).
+//! that cannot fill the chip); above, two packs per thread in 128-thread blocks, or one once x streams from DRAM
+//! (fwdStreams). bf16 kSPAN2 keeps one pack per thread longer (its two-pack kernel holds more registers).
 inline int64_t fwdOnePackLimit(DType dtype, FwdMode mode)
 {
     return dtype == DType::kBFLOAT16 && mode == FwdMode::kSPAN2 ? int64_t{1} << 20 : int64_t{1} << 18;
@@ -85,7 +85,16 @@ constexpr bool fwdHasScalarKernel(FwdMode m)
     return m == FwdMode::kSCALAR || m == FwdMode::kFULL || m == FwdMode::kPERIODIC;
 }
 
-inline FwdLaunch fwdLaunch(DType dtype, FwdMode mode, int vec, int64_t nPacks, FwdParams prm)
+//! Whether x of xBytes streams from DRAM on a device with l2Bytes of L2: past two thirds of it (x and y together
+//! then overflow L2). There one pack a thread in 128-thread blocks (inductor's shape) was 0.2-0.5 % faster than two
+//! on an H100, and the x loads keep L1 (performance notes, runs j5, j6).
+TORCHTRT_SWISH_HOST_DEVICE constexpr bool fwdStreams(int64_t xBytes, int64_t l2Bytes)
+{
+    return xBytes > l2Bytes / 3 * 2;
+}
+
+//! A launch of nPacks packs of vec elements; streams: x streams from DRAM (fwdStreams).
+inline FwdLaunch fwdLaunch(DType dtype, FwdMode mode, int vec, int64_t nPacks, FwdParams prm, bool streams)
 {
     int const vw = vecWidth(dtype);
     if (vw == 8 && vec == 8 && fwdHasHalfNarrowKernel(mode) && nPacks <= kFWD_HALF_NARROW_PACKS)
@@ -95,10 +104,13 @@ inline FwdLaunch fwdLaunch(DType dtype, FwdMode mode, int vec, int64_t nPacks, F
         prm.byPacksPerRow = FastDiv::make(2 * static_cast<int64_t>(prm.byPacksPerRow.d));
         return FwdLaunch{mode, 4, kTHREADS, 1, 2 * nPacks, gridBlocks((2 * nPacks + kTHREADS - 1) / kTHREADS), prm};
     }
-    bool const one = nPacks <= fwdOnePackLimit(dtype, mode);
-    // Both shapes cover kTHREADS packs a block.
-    return FwdLaunch{mode, vec, one ? kTHREADS : kTHREADS / 2, one ? 1 : 2, nPacks,
-        gridBlocks((nPacks + kTHREADS - 1) / kTHREADS), prm};
+    if (nPacks > fwdOnePackLimit(dtype, mode))
+    {
+        int const ppt = streams ? 1 : 2;
+        int64_t const perBlock = kTHREADS / 2 * ppt;
+        return FwdLaunch{mode, vec, kTHREADS / 2, ppt, nPacks, gridBlocks((nPacks + perBlock - 1) / perBlock), prm};
+    }
+    return FwdLaunch{mode, vec, kTHREADS, 1, nPacks, gridBlocks((nPacks + kTHREADS - 1) / kTHREADS), prm};
 }
 
 //! Whether the 16-byte x loads of a tensor of xBytes bypass L1 (ld.global.nc.L1::no_allocate) on a device with
@@ -106,7 +118,7 @@ inline FwdLaunch fwdLaunch(DType dtype, FwdMode mode, int vec, int64_t nPacks, F
 //! bimodal where x and y fill about half of L2); slower once x streams from DRAM (performance notes, runs l2, b1-b5).
 TORCHTRT_SWISH_HOST_DEVICE constexpr bool fwdSkipsL1(int64_t xBytes, int64_t l2Bytes)
 {
-    return xBytes > l2Bytes / 3 && xBytes <= l2Bytes / 3 * 2;
+    return xBytes > l2Bytes / 3 && !fwdStreams(xBytes, l2Bytes);
 }
 
 //! The plan for n > 0 elements. io: x and y start on 16 bytes; biasAligned: bias does; l2Bytes: the device's L2.
@@ -148,14 +160,15 @@ inline FwdPlan planForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool 
     int64_t const head = vecOk ? (n / vw) * vw : 0;
     if (head > 0)
     {
+        int64_t const xBytes = n * elementBytes(dtype);
         FwdLaunch& l = plan.launch[plan.count++];
-        l = fwdLaunch(dtype, body, vw, head / vw, prm);
-        l.skipL1 = l.vec == vw && fwdSkipsL1(n * elementBytes(dtype), l2Bytes); // 16-byte packs only
+        l = fwdLaunch(dtype, body, vw, head / vw, prm, fwdStreams(xBytes, l2Bytes));
+        l.skipL1 = l.vec == vw && fwdSkipsL1(xBytes, l2Bytes); // 16-byte packs only
     }
     if (n > head)
     {
         prm.offset = head; // the bias stays unshifted: lookups take the absolute element index
-        plan.launch[plan.count++] = fwdLaunch(dtype, tail, 1, n - head, prm);
+        plan.launch[plan.count++] = fwdLaunch(dtype, tail, 1, n - head, prm, false);
     }
     return plan;
 }

@@ -96,8 +96,11 @@ std::string proveForward(DType dtype, int64_t n, BiasSpec spec, bool io, bool bi
     for (int li = 0; li < plan.count && r.ok(); ++li)
     {
         FwdLaunch const& l = plan.launch[li];
-        bool const kernel = (l.vec == vw && (l.ppt == 1 || l.ppt == 2) && l.threads == kTHREADS / l.ppt)
-            || (l.vec == 1 && fwdHasScalarKernel(l.mode) && l.threads == kTHREADS / l.ppt)
+        // swish_forward.cu's launchShape: 256 x 1, 128 x 2, and 128 x 1 for vector packs that keep L1.
+        bool const shape = l.threads == kTHREADS / l.ppt
+            || (l.vec > 1 && !l.skipL1 && l.threads == kTHREADS / 2 && l.ppt == 1);
+        bool const kernel = (l.vec == vw && (l.ppt == 1 || l.ppt == 2) && shape)
+            || (l.vec == 1 && fwdHasScalarKernel(l.mode) && shape)
             || (vw == 8 && l.vec == 4 && l.ppt == 1 && fwdHasHalfNarrowKernel(l.mode));
         // Only the 16-byte kernels of 32-bit lookups have an L1-skipping copy (swish_forward.cu's launchMode).
         bool const skipKernel = l.vec == vw && !(fwdDividesPerPack(l.mode) && !fwdNarrow(l.prm, l.nPacks, l.vec));

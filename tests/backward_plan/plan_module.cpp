@@ -243,6 +243,7 @@ PYBIND11_MODULE(_backward_plan, m)
                 d["mode"] = static_cast<int>(l.mode);
                 d["vec"] = l.vec;
                 d["ppt"] = l.ppt;
+                d["threads"] = l.threads;
                 d["packs"] = l.nPacks;
                 d["offset"] = l.prm.offset;
                 d["narrow"] = fwd32BitLaunch(l);
