@@ -77,17 +77,20 @@ def test_forward_layouts_cuda(dtype, shape, bshape, channels_last):
     assert torch.equal(torchtrt_swish.swish(xm, b).view(bits), y.contiguous().view(bits))
 
 
-# (row shape, bias shape) of each 16-byte lookup mode: scalar, last-dim vector, last-dim fixed, uniform, two-channel.
-L1_SWITCH_ROWS = [((), (1,)), ((768,), (768,)), ((32,), (32,)), ((64, 16), (64, 1)), ((1152, 7, 7), (1152, 1, 1))]
+# (row shape, bias shape) of each 16-byte lookup mode: scalar, last-dim vector, last-dim fixed, uniform, two-channel,
+# per element.
+L1_SWITCH_ROWS = [((), (1,)), ((768,), (768,)), ((32,), (32,)), ((64, 16), (64, 1)), ((1152, 7, 7), (1152, 1, 1)),
+                  ((3, 3), (3, 1))]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("row,bshape", L1_SWITCH_ROWS, ids=["scalar", "last_vec", "last_fixed", "uniform", "span2"])
+@pytest.mark.parametrize("row,bshape", L1_SWITCH_ROWS,
+                         ids=["scalar", "last_vec", "last_fixed", "uniform", "span2", "periodic"])
 def test_forward_either_side_of_the_l1_switches_cuda(dtype, row, bshape):
     """x of more than a third and at most two thirds of L2 takes the kernels whose x loads bypass L1, a row fewer or
-    more the others (swish_forward_plan.h's fwdSkipsL1): both give F.silu(x) + b's bits in fp32, the element-wise
-    kernel's bits (a misaligned copy of x) in every dtype, and stay within the fp64 reference's tolerance (its last
-    2^20 elements)."""
+    more the others (swish_forward_plan.h's fwdSkipsL1), and past two thirds one pack a thread in 128-thread blocks
+    (fwdStreams): each gives F.silu(x) + b's bits in fp32, the element-wise kernel's bits (a misaligned copy of x) in
+    every dtype, and stays within the fp64 reference's tolerance (its last 2^20 elements)."""
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
     per_row = max(1, math.prod(row)) * torch.empty((), dtype=dtype).element_size()
     gen = torch.Generator(device="cuda").manual_seed(7)
