@@ -62,12 +62,34 @@ def test_forward_ab_starts_without_the_op():
     assert "--prewarm" in proc.stdout
 
 
-def test_forward_ab_size_cases_take_the_fp32_mib_asked_for():
-    """ab_forward.py --sizes: a flat tensor and a [T, 1024] one per MiB value, each k MiB of fp32 x, so that a sweep
-    crosses a size rule's switch where it means to (fwdSkipsL1: a third and two thirds of L2)."""
+def _ab_forward():
     spec = importlib.util.spec_from_file_location("ab_forward", ROOT / "tools" / "ab_forward" / "ab_forward.py")
     ab = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ab)
+    return ab
+
+
+def test_forward_ab_rounds_give_each_variant_each_place_and_predecessor():
+    """ab_forward.py's rounds: in each block of as many rounds as variants, every variant runs once in every place;
+    over a long run right after every other one (a fixed order handicapped the variant after the copy)."""
+    ab = _ab_forward()
+    names = ["copy", "pre", "tree", "op", "compile"]
+    rounds = ab.round_orders(names, 60)
+    assert len(rounds) == 60 and all(sorted(o) == sorted(names) for o in rounds)
+    for block in range(0, 60, len(names)):
+        for place in range(len(names)):
+            assert sorted(o[place] for o in rounds[block:block + len(names)]) == sorted(names), (block, place)
+    seq = [n for o in rounds for n in o]
+    after = {n: {a for a, b in zip(seq, seq[1:]) if b == n} - {n} for n in names}
+    assert after == {n: set(names) - {n} for n in names}, after
+    assert len({tuple(o[:2]) for o in rounds[::len(names)]}) > 1  # the blocks differ
+    assert ab.round_orders(names, 7) == rounds[:7]  # seeded: a rerun times the same sequence
+
+
+def test_forward_ab_size_cases_take_the_fp32_mib_asked_for():
+    """ab_forward.py --sizes: a flat tensor and a [T, 1024] one per MiB value, each k MiB of fp32 x, so that a sweep
+    crosses a size rule's switch where it means to (fwdSkipsL1: a third and two thirds of L2)."""
+    ab = _ab_forward()
     cases = ab.size_cases("16,33")
     assert [c.name for c in cases] == ["flat_m16", "tok1024_m16", "flat_m33", "tok1024_m33"]
     assert [c.numel * 4 for c in cases] == [16 << 20, 16 << 20, 33 << 20, 33 << 20]
