@@ -92,16 +92,21 @@ def make_call(lib, x: torch.Tensor, b: torch.Tensor, y: torch.Tensor, spec: tupl
 
 
 def round_orders(names: list, reps: int, seed: int = 0) -> list[list]:
-    """The order of each round: blocks of len(names) rounds, each the rotations of a freshly shuffled order, so that
-    within a block every variant takes every place once, and from block to block follows different ones. In a fixed
-    order the variant after the copy met the copy's dirty lines in L2 and each other one the y its predecessor had
-    just written (they share one y): on L2-resident rows the second of two identical builds led in 20 of 23 (notes,
-    t2)."""
+    """The order of each round, in blocks of a Williams design (len(names) rounds, twice that for an odd count): within
+    a block every variant takes every place, and runs right after every other one, equally often; each block under a
+    fresh shuffle of the names. In a fixed order the variant after the copy met the copy's dirty lines in L2 and each
+    other one the y its predecessor had just written (they share one y): the second of two identical builds led on
+    20 of 23 L2-resident rows, and with rotations alone one of them trailed on 13 of 13 rows (notes, t2, t6)."""
+    n = len(names)
+    first = [0] + [(k + 1) // 2 if k % 2 else n - k // 2 for k in range(1, n)]  # 0, 1, n-1, 2, n-2, ...
+    block = [[(v + r) % n for v in first] for r in range(n)]
+    if n % 2:
+        block += [row[::-1] for row in block]
     rng = random.Random(seed)
     orders: list = []
     while len(orders) < reps:
-        base = rng.sample(names, len(names))
-        orders += [base[k:] + base[:k] for k in range(len(names))]
+        perm = rng.sample(names, n)
+        orders += [[perm[v] for v in row] for row in block]
     return orders[:reps]
 
 
