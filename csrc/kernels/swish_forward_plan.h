@@ -86,8 +86,8 @@ constexpr bool fwdHasScalarKernel(FwdMode m)
 }
 
 //! Whether x of xBytes streams from DRAM on a device with l2Bytes of L2: past two thirds of it (x and y together
-//! then overflow L2). There one pack a thread in 128-thread blocks (inductor's shape) was 0.2-0.5 % faster than two
-//! on an H100, and the x loads keep L1 (performance notes, runs j5, j6).
+//! then overflow L2). There one pack a thread in 128-thread blocks (inductor's shape) was about 0.2 % faster than two
+//! on an H100 (on 32-35 of 41 such rows), and the x loads keep L1 (performance notes, runs t6, t7).
 TORCHTRT_SWISH_HOST_DEVICE constexpr bool fwdStreams(int64_t xBytes, int64_t l2Bytes)
 {
     return xBytes > l2Bytes / 3 * 2;
