@@ -5,7 +5,9 @@ Each variant is a shared library built from tools/ab_forward/ab_forward.cu: the 
 build them). For every case and dtype, all variants run on the same x and bias, their outputs are checked (against
 an fp64 reference, and bit for bit against the first variant unless a variant is named in --approx), then each is
 captured k times in a CUDA graph and the replays of all variants, torch.compile's and a device-to-device copy (eager,
-as bench_layouts times it) are timed in interleaved rounds, so that every variant sees the same drift. `/floor` is
+as bench_layouts times it) are timed in interleaved rounds, so that every variant sees the same drift, in an order
+that gives each one every place and every predecessor equally often (round_orders; --reps rounds up to whole blocks
+of it). `/floor` is
 the floor time over the variant's time: copy time for the forward, 2.5 times it for forward + backward (--backward:
 each variant's forward, then the op's swish_backward, so the op must be built; compile through autograd, as
 bench_layouts times it). --op adds the built op (torchtrt_swish.swish, autograd for forward + backward): what
@@ -92,9 +94,9 @@ def make_call(lib, x: torch.Tensor, b: torch.Tensor, y: torch.Tensor, spec: tupl
 
 
 def round_orders(names: list, reps: int, seed: int = 0) -> list[list]:
-    """The order of each round, in blocks of a Williams design (len(names) rounds, twice that for an odd count): within
-    a block every variant takes every place, and runs right after every other one, equally often; each block under a
-    fresh shuffle of the names. In a fixed order the variant after the copy met the copy's dirty lines in L2 and each
+    """The order of each round: reps rounds or more, whole blocks of a Williams design (len(names) rounds, twice that
+    for an odd count), in which every variant takes every place, and runs right after every other one, equally often;
+    each block under a fresh shuffle of the names. In a fixed order the variant after the copy met the copy's dirty lines in L2 and each
     other one the y its predecessor had just written (they share one y): the second of two identical builds led on
     20 of 23 L2-resident rows, and with rotations alone one of them trailed on 13 of 13 rows (notes, t2, t6)."""
     n = len(names)
@@ -107,7 +109,7 @@ def round_orders(names: list, reps: int, seed: int = 0) -> list[list]:
     while len(orders) < reps:
         perm = rng.sample(names, n)
         orders += [[perm[v] for v in row] for row in block]
-    return orders[:reps]
+    return orders
 
 
 def graph_of(fn, k: int, stream: torch.cuda.Stream) -> torch.cuda.CUDAGraph:
