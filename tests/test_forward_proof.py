@@ -41,6 +41,11 @@ def _prove(bp_module, raw, complete=False):
     return modes, cases
 
 
+def _one_pack_limit(dtype, mode):
+    """swish_forward_plan.h's fwdOnePackLimit."""
+    return 1 << (20 if (dtype, mode) == ("bfloat16", "span2") else 18)
+
+
 def _flags():
     for d in PACK:
         for io in (True, False):
@@ -108,7 +113,7 @@ def test_switch_points_of_the_launch_shapes(bp):
     for c in cases:
         body = bp.forward_plan(*c)[0]
         if body["vec"] == PACK[c[0]]:
-            limit = 1 << (20 if (c[0], MODES[body["mode"]]) == ("bfloat16", "span2") else 18)
+            limit = _one_pack_limit(c[0], MODES[body["mode"]])
             assert body["ppt"] == (1 if body["packs"] <= limit else 2), (c, body)
 
 
@@ -135,8 +140,7 @@ def test_x_streaming_from_dram_takes_one_pack_a_thread_in_128_thread_blocks(bp):
                 fits = high // size // sample * sample
                 for n, streams in ((fits, False), (fits + sample, True)):
                     mode, packs, got = shape(d, n, channels, inner, l2)
-                    limit = 1 << (20 if (d, mode) == ("bfloat16", "span2") else 18)
-                    want = (256, 1) if packs <= limit else (128, 1 if streams else 2)
+                    want = (256, 1) if packs <= _one_pack_limit(d, mode) else (128, 1 if streams else 2)
                     assert got == want, (l2, d, n, channels, inner, mode, got)
                     modes.add(mode)
                     cases.append((d, n, channels, inner, True, True))
@@ -145,8 +149,8 @@ def test_x_streaming_from_dram_takes_one_pack_a_thread_in_128_thread_blocks(bp):
             assert [(l["threads"], l["ppt"]) for l in bp.forward_plan(d, n + vw, 1, 1, io=False, l2_bytes=l2)] == [
                 (128, 2)]
             assert shape(d, n + vw, n + vw, 1, l2) == ("full", (n + vw) // vw, (128, 1))
-            cases += [(d, n + vw, 1, 1, False, True), (d, n + vw + 3, 1, 1, True, True)]
-            cases.append((d, n + vw, n + vw, 1, True, True))
+            cases += [(d, n + vw, 1, 1, False, True), (d, n + vw + 3, 1, 1, True, True),
+                      (d, n + vw, n + vw, 1, True, True)]
         assert modes == set(MODES.values()) - {"full"}, modes
         assert bp.prove_forward(cases, edges=edges, l2_bytes=l2) == [""] * len(cases)
 

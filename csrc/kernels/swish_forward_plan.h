@@ -104,13 +104,11 @@ inline FwdLaunch fwdLaunch(DType dtype, FwdMode mode, int vec, int64_t nPacks, F
         prm.byPacksPerRow = FastDiv::make(2 * static_cast<int64_t>(prm.byPacksPerRow.d));
         return FwdLaunch{mode, 4, kTHREADS, 1, 2 * nPacks, gridBlocks((2 * nPacks + kTHREADS - 1) / kTHREADS), prm};
     }
-    if (nPacks > fwdOnePackLimit(dtype, mode))
-    {
-        int const ppt = streams ? 1 : 2;
-        int64_t const perBlock = kTHREADS / 2 * ppt;
-        return FwdLaunch{mode, vec, kTHREADS / 2, ppt, nPacks, gridBlocks((nPacks + perBlock - 1) / perBlock), prm};
-    }
-    return FwdLaunch{mode, vec, kTHREADS, 1, nPacks, gridBlocks((nPacks + kTHREADS - 1) / kTHREADS), prm};
+    bool const one = nPacks <= fwdOnePackLimit(dtype, mode);
+    int const threads = one ? kTHREADS : kTHREADS / 2;
+    int const ppt = one || streams ? 1 : 2;
+    int64_t const perBlock = threads * ppt;
+    return FwdLaunch{mode, vec, threads, ppt, nPacks, gridBlocks((nPacks + perBlock - 1) / perBlock), prm};
 }
 
 //! Whether the 16-byte x loads of a tensor of xBytes bypass L1 (ld.global.nc.L1::no_allocate) on a device with
