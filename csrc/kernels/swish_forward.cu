@@ -158,17 +158,25 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     constexpr bool kNARROW = fwdDividesPerPack(kMODE) && !kWIDE;
     constexpr bool kPACK_LOOKUP = kMODE == Mode::kLAST_VEC || kMODE == Mode::kUNIFORM_VEC;
     constexpr bool kN32 = kNARROW && kPACK_LOOKUP && kPPT == 2;
-    // Packs computed even past the end (their loads unguarded, below) and packs computed only within it: one pack a
-    // thread, and two in the modes that look up packs, measured faster unguarded; the other two-pack kernels guarded
-    // (kSPAN2's lost unguarded: performance notes). Only the store checks the bound.
-    constexpr bool kMATH_UNGUARDED = kPPT == 1 || kPACK_LOOKUP;
-    static_assert(!kMATH_UNGUARDED || kPPT == 1 || fwdBiasPerPack(kMODE), "unguarded math needs unguarded loads");
+    // Packs computed even past the end and packs computed only within it: one pack a thread, and two in the modes
+    // that look up packs or hold a fixed bias, measured faster unguarded; the other two-pack kernels guarded (kSPAN2's
+    // and kSCALAR's did not gain unguarded: performance notes). Only the store checks the bound.
+    constexpr bool kLOADS_GUARDED = kPPT > 1 && !fwdBiasPerPack(kMODE);
+    constexpr bool kMATH_UNGUARDED = kPPT == 1 || kPACK_LOOKUP || kMODE == Mode::kLAST_FIXED;
     P in[kPPT];
+    if constexpr (kLOADS_GUARDED && kMATH_UNGUARDED)
+    {
+#pragma unroll
+        for (int u = 0; u < kPPT; ++u)
+        {
+            in[u] = P{}; // a pack past the end is computed on zeros and not stored
+        }
+    }
 #pragma unroll
     for (int u = 0; u < kPPT; ++u)
     {
         int64_t const p = fwdPack<kN32>(blockIdx.x, threadIdx.x, u, kT, kPPT);
-        if constexpr (kPPT == 1 || fwdBiasPerPack(kMODE))
+        if constexpr (!kLOADS_GUARDED)
         {
             // Unguarded (a thread past the end reads the last pack and skips its store), so that ptxas issues the
             // bias loads right behind it; behind a guard it converted x first, waiting for it. With two packs per
