@@ -254,6 +254,46 @@ def test_layout_goal_counts_rows_behind_compile_beyond_the_noise(capsys):
     assert out[1] == "  behind fp32: ours 100.00 us, compile 99.49 us"
 
 
+@pytest.mark.parametrize("count", [2, 5, 6])
+def test_rounds_balance_places_and_predecessors(count):
+    """bench_swish.round_orders: in each block (as many rounds as variants, twice as many for an odd count) every
+    variant runs equally often in every place and right after every other one (a fixed order handicapped the variant
+    after the copy; rotations alone left predecessors unbalanced); the blocks differ; seeded."""
+    from benchmarks.bench_swish import round_orders
+
+    names = ["copy", "pre", "tree", "op", "compile", "pre2"][:count]
+    size = count * (2 if count % 2 else 1)
+    rounds = round_orders(names, 4 * size - 1)  # rounded up to whole blocks
+    assert len(rounds) == 4 * size and all(sorted(o) == sorted(names) for o in rounds)
+    for block in range(0, len(rounds), size):
+        part = rounds[block:block + size]
+        for place in range(count):
+            assert sorted(o[place] for o in part) == sorted(names * (size // count)), (block, place)
+        pairs = [(o[i], o[i + 1]) for o in part for i in range(count - 1)]
+        assert sorted(pairs) == sorted([(a, b) for a in names for b in names if a != b] * (size // count)), block
+    assert count == 2 or len({tuple(rounds[b][:2]) for b in range(0, len(rounds), size)}) > 1  # blocks differ
+    assert round_orders(names, size + 1) == rounds[:2 * size]  # seeded: a rerun times the same sequence
+
+
+def test_interleaved_timing_takes_the_balanced_rounds(monkeypatch):
+    """bench_layouts' graph and loop timings run their variants in round_orders' sequence (a fixed order, ours before
+    compile, favoured compile on rows that fit in L2), with every round's time going to its own variant."""
+    from benchmarks import bench_swish
+
+    ran: list = []
+    names = ["ours", "eager", "compile"]
+    fns = {name: (lambda name=name: ran.append(name)) for name in names}
+    monkeypatch.setattr(bench_swish, "capture_graph", lambda fn, k, stream=None: types.SimpleNamespace(replay=fn))
+    monkeypatch.setattr(bench_swish, "timed_round", lambda body, k, queued=False: (body(), float(ran[-1] == "ours"))[1])
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    expected = [name for order in bench_swish.round_orders(names, 5) for name in order]
+    assert bench_swish.time_graphs_interleaved(fns, 1, 5) == {"ours": 1.0, "eager": 0.0, "compile": 0.0}
+    assert ran == expected
+    ran.clear()
+    assert bench_swish.time_loops_interleaved(fns, 1, 5) == {"ours": 1.0, "eager": 0.0, "compile": 0.0}
+    assert ran == [name for name in names for _ in range(3)] + expected  # three warm-up calls each, then the rounds
+
+
 def test_bench_cpu_anchor_is_onnx_runtimes_fused_kernel(tmp_path):
     """The CPU table's anchor: ONNX Runtime's optimizer still turns Mul(x, Sigmoid(x)) into one QuickGelu node (MLAS);
     bench_cpu.py marks the ORT target FAIL where it does not."""

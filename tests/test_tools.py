@@ -69,26 +69,6 @@ def _ab_forward():
     return ab
 
 
-@pytest.mark.parametrize("count", [2, 5, 6])
-def test_forward_ab_rounds_balance_places_and_predecessors(count):
-    """ab_forward.py's rounds: in each block (as many rounds as variants, twice as many for an odd count) every
-    variant runs equally often in every place and right after every other one (a fixed order handicapped the variant
-    after the copy; rotations alone left predecessors unbalanced); the blocks differ; seeded."""
-    ab = _ab_forward()
-    names = ["copy", "pre", "tree", "op", "compile", "pre2"][:count]
-    size = count * (2 if count % 2 else 1)
-    rounds = ab.round_orders(names, 4 * size - 1)  # rounded up to whole blocks
-    assert len(rounds) == 4 * size and all(sorted(o) == sorted(names) for o in rounds)
-    for block in range(0, len(rounds), size):
-        part = rounds[block:block + size]
-        for place in range(count):
-            assert sorted(o[place] for o in part) == sorted(names * (size // count)), (block, place)
-        pairs = [(o[i], o[i + 1]) for o in part for i in range(count - 1)]
-        assert sorted(pairs) == sorted([(a, b) for a in names for b in names if a != b] * (size // count)), block
-    assert count == 2 or len({tuple(rounds[b][:2]) for b in range(0, len(rounds), size)}) > 1  # blocks differ
-    assert ab.round_orders(names, size + 1) == rounds[:2 * size]  # seeded: a rerun times the same sequence
-
-
 def test_forward_ab_size_cases_take_the_fp32_mib_asked_for():
     """ab_forward.py --sizes: a flat tensor and a [T, 1024] one per MiB value, each k MiB of fp32 x, so that a sweep
     crosses a size rule's switch where it means to (fwdSkipsL1: a third and two thirds of L2)."""

@@ -6,12 +6,12 @@ build them). For every case and dtype, all variants run on the same x and bias, 
 an fp64 reference, and bit for bit against the first variant unless a variant is named in --approx), then each is
 captured k times in a CUDA graph and the replays of all variants, torch.compile's and a device-to-device copy (eager,
 as bench_layouts times it) are timed in interleaved rounds, so that every variant sees the same drift, in an order
-that gives each one every place and every predecessor equally often (round_orders; --reps rounds up to whole blocks
-of it). `/floor` is
-the floor time over the variant's time: copy time for the forward, 2.5 times it for forward + backward (--backward:
-each variant's forward, then the op's swish_backward, so the op must be built; compile through autograd, as
-bench_layouts times it). --op adds the built op (torchtrt_swish.swish, autograd for forward + backward): what
-bench_layouts times as ours; its bits must be the last variant's (name the tree's launcher last).
+that gives each one every place and every predecessor equally often (bench_swish.round_orders; --reps rounds up to
+whole blocks of it). `/floor` is the floor time over the variant's time: copy time for the forward, 2.5 times it
+for forward + backward (--backward: each variant's forward, then the op's swish_backward, so the op must be built;
+compile through autograd, as bench_layouts times it). --op adds the built op (torchtrt_swish.swish, autograd for
+forward + backward): what bench_layouts times as ours; its bits must be the last variant's (name the tree's launcher
+last).
 
 --prewarm compiles torch.compile's kernels for the given cases and exits, so that parallel processes fill inductor's
 caches before the timed process (compiling is CPU work).
@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import csv
 import ctypes
-import random
 import statistics
 import sys
 from pathlib import Path
@@ -93,25 +92,6 @@ def make_call(lib, x: torch.Tensor, b: torch.Tensor, y: torch.Tensor, spec: tupl
     return call
 
 
-def round_orders(names: list, reps: int, seed: int = 0) -> list[list]:
-    """The order of each round: reps rounds or more, whole blocks of a Williams design (len(names) rounds, twice that
-    for an odd count), in which every variant takes every place, and runs right after every other one, equally often;
-    each block under a fresh shuffle of the names. In a fixed order the variant after the copy met the copy's dirty
-    lines in L2 and each other one the y its predecessor had just written: the second of two identical builds led on
-    20 of 23 L2-resident rows, and with rotations alone one of them trailed on 13 of 13 rows (notes, t2, t6)."""
-    n = len(names)
-    first = [0] + [(k + 1) // 2 if k % 2 else n - k // 2 for k in range(1, n)]  # 0, 1, n-1, 2, n-2, ...
-    block = [[(v + r) % n for v in first] for r in range(n)]
-    if n % 2:
-        block += [row[::-1] for row in block]
-    rng = random.Random(seed)
-    orders: list = []
-    while len(orders) < reps:
-        perm = rng.sample(names, n)
-        orders += [[perm[v] for v in row] for row in block]
-    return orders
-
-
 def graph_of(fn, k: int, stream: torch.cuda.Stream) -> torch.cuda.CUDAGraph:
     """k calls of fn in one CUDA graph, captured on stream after warm-up calls."""
     with torch.cuda.stream(stream):
@@ -131,7 +111,7 @@ def run_case(case: Case, dname: str, libs: dict, compiled, opts) -> list[dict]:
     """Rows for one case: every variant, compile and copy on one x, in interleaved rounds; with --backward also
     forward + backward (each variant's forward, then the op's swish_backward; compile through autograd)."""
     # Imported here: bench_swish imports the op, which --prewarm (run while the op builds) must not need.
-    from benchmarks.bench_swish import check, timed_round
+    from benchmarks.bench_swish import check, round_orders, timed_round
     dtype = DTYPES[dname]
     fmt = torch.channels_last if case.channels_last else torch.contiguous_format
     stream = torch.cuda.Stream()
