@@ -3,9 +3,9 @@
 Every bias lookup mode (scalar, full, last-dim vector and fixed, uniform packs, two-channel packs, per element), the
 three launch shapes, the 8-byte packs of small fp16/bf16 tensors and the element-wise tail: every C up to 1100, plane
 sizes 1-80 and powers of two +-1, rows into the thousands, every dtype, x/y and bias aligned or not, and the sizes at
-the switch points (2^17 and 2^18 packs, 2^20 for bf16 two-channel packs, a third and two thirds of L2). The 32-bit pack
-indices and lookups of a launch under 2^32 elements are checked against the 64-bit ones at every pack; past the sizes a
-walk can cover, at the first and last blocks.
+the switch points (2^17 and 2^18 packs, 2^20 for bf16 two-channel packs, two fifths and two thirds of L2). The 32-bit
+pack indices and lookups of a launch under 2^32 elements are checked against the 64-bit ones at every pack; past the
+sizes a walk can cover, at the first and last blocks.
 """
 from __future__ import annotations
 
@@ -174,15 +174,15 @@ def test_32_bit_indices_either_side_of_2_pow_31_elements(bp):
         assert body["narrow"] == (c[1] <= 1 << 31), (c, body)
 
 
-def test_x_loads_skip_l1_while_x_takes_the_middle_third_of_l2(bp):
-    """The 16-byte x loads bypass L1 while x takes more than a third and at most two thirds of L2 (faster there; below
-    it level or, on an H100, bimodal; slower once x streams from DRAM: the performance notes): on either side of both
+def test_x_loads_skip_l1_while_x_takes_two_fifths_to_two_thirds_of_l2(bp):
+    """The 16-byte x loads bypass L1 while x takes more than two fifths and at most two thirds of L2 (faster there;
+    below it slower on an H100; slower once x streams from DRAM: the performance notes): on either side of both
     points in every dtype and 16-byte lookup mode, exactly at them for a scalar bias, for two L2 sizes. The 8-byte
     fp16/bf16 packs and element-wise launches have no such kernel, nor do 64-bit lookups (past 2^31 elements), whose
     launches the proof walks with an L2 of 2 GiB."""
     mib = 1 << 20
     for l2 in (48 * mib, 12 * mib):
-        low, high = l2 // 3, l2 // 3 * 2  # 16 and 32 MiB, 4 and 8 MiB: whole 16-byte packs
+        low, high = l2 // 5 * 2, l2 // 3 * 2  # 19.2 and 32 MiB, 4.8 and 8 MiB
         for d, vw in PACK.items():
             size = 16 // vw
             for channels, inner in ((1, 1), (24 * vw, 1), (8 * vw, 1), (64, 16), (1152, 49)):
@@ -192,7 +192,7 @@ def test_x_loads_skip_l1_while_x_takes_the_middle_third_of_l2(bp):
                     for n, skips in ((fits, below), (fits + sample, not below)):
                         body = bp.forward_plan(d, n, channels, inner, l2_bytes=l2)[0]
                         assert body["vec"] == vw and body["skip_l1"] == skips, (l2, d, n, channels, inner, body)
-            for bound, below in ((low, False), (high, True)):  # x exactly a third, two thirds of L2, one pack more
+            for bound, below in ((low, False), (high, True)):  # x at most two fifths, two thirds of L2, one pack more
                 assert bp.forward_plan(d, bound // size, 1, 1, l2_bytes=l2)[0]["skip_l1"] == below
                 assert bp.forward_plan(d, bound // size + vw, 1, 1, l2_bytes=l2)[0]["skip_l1"] != below
         assert {MODES[bp.forward_plan(d, high // 4, c, i, l2_bytes=l2)[0]["mode"]] for d in PACK

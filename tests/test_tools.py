@@ -71,7 +71,7 @@ def _ab_forward():
 
 def test_forward_ab_size_cases_take_the_fp32_mib_asked_for():
     """ab_forward.py --sizes: a flat tensor and a [T, 1024] one per MiB value, each k MiB of fp32 x, so that a sweep
-    crosses a size rule's switch where it means to (fwdSkipsL1: a third and two thirds of L2)."""
+    crosses a size rule's switch where it means to (fwdSkipsL1: two fifths and two thirds of L2)."""
     ab = _ab_forward()
     cases = ab.size_cases("16,33")
     assert [c.name for c in cases] == ["flat_m16", "tok1024_m16", "flat_m33", "tok1024_m33"]
