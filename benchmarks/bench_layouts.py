@@ -19,8 +19,8 @@ Timing (bench_swish's helpers): `graph` rows capture k calls in one CUDA graph a
 its replays, each submitted behind a GPU-side wait so that the host's submission is not timed; `eager` rows time k
 back-to-back calls between CUDA events (host launch path included: what an eager caller waits for). In both the
 variants' rounds are interleaved so that they share the machine's drift, in balanced orders (bench_swish.round_orders:
-each variant first, and after the other, equally often). Every variant's forward output is checked against an fp64
-reference first. Each row's variants run in the same process.
+each variant first, and right after every other one, equally often). Every variant's forward output is checked
+against an fp64 reference first. Each row's variants run in the same process.
 
 `torch.compile` is compiled per shape (dynamic=False), as a model of fixed shapes is; --compile auto lets dynamo go
 dynamic after the first shape of each kind (fewer compiles, but its kernels then divide by run-time sizes).

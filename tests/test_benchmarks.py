@@ -273,6 +273,7 @@ def test_rounds_balance_places_and_predecessors(count):
         assert sorted(pairs) == sorted([(a, b) for a in names for b in names if a != b] * (size // count)), block
     assert count == 2 or len({tuple(rounds[b][:2]) for b in range(0, len(rounds), size)}) > 1  # blocks differ
     assert round_orders(names, size + 1) == rounds[:2 * size]  # seeded: a rerun times the same sequence
+    assert round_orders(names[:1], 3) == [names[:1]] * 3 and round_orders([], 3) == []  # time_graph's one variant
 
 
 def test_interleaved_timing_takes_the_balanced_rounds(monkeypatch):

@@ -206,6 +206,7 @@ def test_x_loads_skip_l1_while_x_takes_two_fifths_to_two_thirds_of_l2(bp):
         assert not any(l["skip_l1"] for l in bp.forward_plan(d, 1000 * vw + 3, 1, 1))  # small: the plain load
     two_gib = (1 << 31) - 1
     cases = [(d, (1 << 31) + 96 * vw, 24 * vw, 1, True, True) for d, vw in PACK.items()]
-    cases += [(d, vw << 26, 1, 1, True, True) for d, vw in PACK.items()]  # 1 GiB: the middle third of 2 GiB
+    # 1 GiB: between two fifths and two thirds of 2 GiB
+    cases += [(d, vw << 26, 1, 1, True, True) for d, vw in PACK.items()]
     assert bp.prove_forward(cases, edges=True, l2_bytes=two_gib) == [""] * len(cases)
     assert [bp.forward_plan(*c, l2_bytes=two_gib)[0]["skip_l1"] for c in cases] == [False] * 3 + [True] * 3

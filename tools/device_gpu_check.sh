@@ -136,7 +136,7 @@ if [[ $steps == *issue30* ]]; then
     }
     sanitize_bg memcheck memcheck "caching off, switch points + random" python3 tools/sanitize_op.py --switch-points \
         --max-elems $((1 << 23)) --random ${SANITIZE_RANDOM:-150}
-    # The forward's L1 switches sit at a third and two thirds of L2, above the switch points' sizes: their test.
+    # The forward's L1 switches sit at two fifths and two thirds of L2, above the switch points' sizes: their test.
     sanitize_bg memcheck_l1 memcheck "caching off, the forward's L1 switches" python3 -m pytest -q -p no:cacheprovider \
         -m cuda -k l1_switches tests/test_kernels_layouts.py
     sanitize_bg racecheck racecheck "switch points + random" python3 tools/sanitize_op.py --switch-points \
