@@ -12,10 +12,10 @@ copy_; each row says PASS or FAIL. Table 2 (--cases): the op against F.silu(x) +
 forward + backward (goal: ours >= aten), and against a copy_ of the same x in its own dtype (table 1's forward +
 backward target, <= 3x, for the other layouts; a bf16 case moves half the bytes of table 1's fp32 copy_).
 
-Each number is the median wall time of one call over rounds; in a round every variant runs once, in an order that
-rotates, so a shared machine's load falls on all alike; the idle workers of both thread pools block (IDLE_ENV), so
-neither runtime's pool takes cores from the other's call. Before timing, table 1 prints ours' and ORT's max error
-against fp64, and table 2 checks ours against aten.
+Each number is the median wall time of one call over rounds; in a round every variant runs once, in balanced orders
+(each first, and right after every other one, equally often), so a shared machine's load falls on all alike; the idle
+workers of both thread pools block (IDLE_ENV), so neither runtime's pool takes cores from the other's call. Before
+timing, table 1 prints ours' and ORT's max error against fp64, and table 2 checks ours against aten.
 
 --l2 prints only a table of ns per element at 1 thread on a [64,64,64] tensor (1 MB, in L2 on these CPUs): copy_, ORT,
 ours forward, backward (dx and dbias) and bf16 forward, each the best of --rounds blocks of 1000 calls: the math without
@@ -57,6 +57,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torchtrt_swish  # noqa: E402
+from benchmarks.bench_swish import round_orders  # noqa: E402
 
 SHAPE, BIAS_SHAPE = (64, 64, 64, 64), (64, 1, 1)
 # --l2: 2^18 elements (1 MB of fp32 a tensor, in L2), timed in blocks of L2_REPS calls.
@@ -89,15 +90,15 @@ def minor_faults() -> int:
 
 
 def median_ms(steps: dict, rounds: int, warmup: int, faults: dict | None = None, row: str = "") -> dict[str, float]:
-    """{name: median ms} of the steps, run once each per round in a rotating order; adds each step's page faults in
-    the timed rounds to faults[f"{row}{name}"] if given."""
+    """{name: median ms} of the steps, run once each per round in balanced orders (round_orders: rounds rounded up
+    to whole blocks); adds each step's page faults in the timed rounds to faults[f"{row}{name}"] if given."""
     for step in steps.values():
         for _ in range(warmup):
             step()
     names = list(steps)
     times: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+    for order in round_orders(names, rounds):
+        for name in order:
             f0 = minor_faults()
             t0 = time.perf_counter()
             steps[name]()

@@ -295,6 +295,21 @@ def test_interleaved_timing_takes_the_balanced_rounds(monkeypatch):
     assert ran == [name for name in names for _ in range(3)] + expected  # three warm-up calls each, then the rounds
 
 
+def test_bench_cpu_rounds_take_the_balanced_orders():
+    """bench_cpu's steps run in round_orders' sequence after their warm-up calls (a rotation left each step behind the
+    same predecessor), every round's time going to its own step."""
+    from benchmarks import bench_cpu
+    from benchmarks.bench_swish import round_orders
+
+    ran: list = []
+    names = ["copy_", "ORT", "ours fwd", "ours fwd+bwd", "bf16 fwd"]
+    steps = {name: (lambda name=name: ran.append(name)) for name in names}
+    faults: dict = {}
+    assert set(bench_cpu.median_ms(steps, 7, 2, faults)) == set(names)
+    assert ran == [name for name in names for _ in range(2)] + [n for order in round_orders(names, 7) for n in order]
+    assert set(faults) == set(names)
+
+
 def test_bench_cpu_anchor_is_onnx_runtimes_fused_kernel(tmp_path):
     """The CPU table's anchor: ONNX Runtime's optimizer still turns Mul(x, Sigmoid(x)) into one QuickGelu node (MLAS);
     bench_cpu.py marks the ORT target FAIL where it does not."""
