@@ -57,7 +57,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torchtrt_swish  # noqa: E402
-from benchmarks.bench_swish import round_orders  # noqa: E402
+from benchmarks.rounds import round_orders  # noqa: E402
 
 SHAPE, BIAS_SHAPE = (64, 64, 64, 64), (64, 1, 1)
 # --l2: 2^18 elements (1 MB of fp32 a tensor, in L2), timed in blocks of L2_REPS calls.

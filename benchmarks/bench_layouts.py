@@ -18,7 +18,7 @@ copy bandwidth.
 Timing (bench_swish's helpers): `graph` rows capture k calls in one CUDA graph and report the median per-call time of
 its replays, each submitted behind a GPU-side wait so that the host's submission is not timed; `eager` rows time k
 back-to-back calls between CUDA events (host launch path included: what an eager caller waits for). In both the
-variants' rounds are interleaved so that they share the machine's drift, in balanced orders (bench_swish.round_orders:
+variants' rounds are interleaved so that they share the machine's drift, in balanced orders (benchmarks/rounds.py:
 each variant first, and right after every other one, equally often). Every variant's forward output is checked
 against an fp64 reference first. Each row's variants run in the same process.
 

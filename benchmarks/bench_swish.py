@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import random
 import statistics
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torchtrt_swish  # noqa: E402
+from benchmarks.rounds import round_orders  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -88,28 +88,6 @@ def timed_round(body, calls: int, queued: bool = False) -> float:
     end.record()
     end.synchronize()
     return start.elapsed_time(end) * 1000.0 / calls
-
-
-def round_orders(names: list, reps: int, seed: int = 0) -> list[list]:
-    """The order of each round: reps rounds or more, whole blocks of a Williams design (len(names) rounds, twice that
-    for an odd count above one), in which every variant takes every place, and runs right after every other one,
-    equally often; each block under a fresh shuffle of the names. In a fixed order the variant after the copy met the
-    copy's dirty lines in L2 and each other one the y its predecessor had just written: the second of two identical
-    builds led on 20 of 23 L2-resident rows, and with rotations alone one of them trailed on 13 of 13 rows (notes, t2,
-    t6)."""
-    n = len(names)
-    if n == 0:
-        return []
-    first = [0] + [(k + 1) // 2 if k % 2 else n - k // 2 for k in range(1, n)]  # 0, 1, n-1, 2, n-2, ...
-    block = [[(v + r) % n for v in first] for r in range(n)]
-    if n % 2 and n > 1:  # one variant has nothing to balance
-        block += [row[::-1] for row in block]
-    rng = random.Random(seed)
-    orders: list = []
-    while len(orders) < reps:
-        perm = rng.sample(names, n)
-        orders += [[perm[v] for v in row] for row in block]
-    return orders
 
 
 def time_graph(fn, k: int, reps: int, stream: torch.cuda.Stream | None = None) -> float:

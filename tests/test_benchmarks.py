@@ -256,10 +256,10 @@ def test_layout_goal_counts_rows_behind_compile_beyond_the_noise(capsys):
 
 @pytest.mark.parametrize("count", [2, 5, 6])
 def test_rounds_balance_places_and_predecessors(count):
-    """bench_swish.round_orders: in each block (as many rounds as variants, twice as many for an odd count) every
+    """benchmarks/rounds.py: in each block (as many rounds as variants, twice as many for an odd count) every
     variant runs equally often in every place and right after every other one (a fixed order handicapped the variant
     after the copy; rotations alone left predecessors unbalanced); the blocks differ; seeded."""
-    from benchmarks.bench_swish import round_orders
+    from benchmarks.rounds import round_orders
 
     names = ["copy", "pre", "tree", "op", "compile", "pre2"][:count]
     size = count * (2 if count % 2 else 1)
@@ -299,7 +299,7 @@ def test_bench_cpu_rounds_take_the_balanced_orders():
     """bench_cpu's steps run in round_orders' sequence after their warm-up calls (a rotation left each step behind the
     same predecessor), every round's time going to its own step."""
     from benchmarks import bench_cpu
-    from benchmarks.bench_swish import round_orders
+    from benchmarks.rounds import round_orders
 
     ran: list = []
     names = ["copy_", "ORT", "ours fwd", "ours fwd+bwd", "bf16 fwd"]

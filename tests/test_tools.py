@@ -62,17 +62,12 @@ def test_forward_ab_starts_without_the_op():
     assert "--prewarm" in proc.stdout
 
 
-def _ab_forward():
-    spec = importlib.util.spec_from_file_location("ab_forward", ROOT / "tools" / "ab_forward" / "ab_forward.py")
-    ab = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ab)
-    return ab
-
-
 def test_forward_ab_size_cases_take_the_fp32_mib_asked_for():
     """ab_forward.py --sizes: a flat tensor and a [T, 1024] one per MiB value, each k MiB of fp32 x, so that a sweep
     crosses a size rule's switch where it means to (fwdSkipsL1: two fifths and two thirds of L2)."""
-    ab = _ab_forward()
+    spec = importlib.util.spec_from_file_location("ab_forward", ROOT / "tools" / "ab_forward" / "ab_forward.py")
+    ab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ab)
     cases = ab.size_cases("16,33")
     assert [c.name for c in cases] == ["flat_m16", "tok1024_m16", "flat_m33", "tok1024_m33"]
     assert [c.numel * 4 for c in cases] == [16 << 20, 16 << 20, 33 << 20, 33 << 20]

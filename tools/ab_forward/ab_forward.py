@@ -6,7 +6,7 @@ build them). For every case and dtype, all variants run on the same x and bias, 
 an fp64 reference, and bit for bit against the first variant unless a variant is named in --approx), then each is
 captured k times in a CUDA graph and the replays of all variants, torch.compile's and a device-to-device copy (eager,
 as bench_layouts times it) are timed in interleaved rounds, so that every variant sees the same drift, in an order
-that gives each one every place and every predecessor equally often (bench_swish.round_orders; --reps rounds up to
+that gives each one every place and every predecessor equally often (benchmarks/rounds.py; --reps rounds up to
 whole blocks of it). `/floor` is the floor time over the variant's time: copy time for the forward, 2.5 times it
 for forward + backward (--backward: each variant's forward, then the op's swish_backward, so the op must be built;
 compile through autograd, as bench_layouts times it). --op adds the built op (torchtrt_swish.swish, autograd for
@@ -35,6 +35,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from benchmarks.bench_layouts import CASES, DTYPES, Case  # noqa: E402
+from benchmarks.rounds import round_orders  # noqa: E402
 
 DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 for _name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
@@ -111,7 +112,7 @@ def run_case(case: Case, dname: str, libs: dict, compiled, opts) -> list[dict]:
     """Rows for one case: every variant, compile and copy on one x, in interleaved rounds; with --backward also
     forward + backward (each variant's forward, then the op's swish_backward; compile through autograd)."""
     # Imported here: bench_swish imports the op, which --prewarm (run while the op builds) must not need.
-    from benchmarks.bench_swish import check, round_orders, timed_round
+    from benchmarks.bench_swish import check, timed_round
     dtype = DTYPES[dname]
     fmt = torch.channels_last if case.channels_last else torch.contiguous_format
     stream = torch.cuda.Stream()
