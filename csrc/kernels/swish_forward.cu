@@ -159,9 +159,8 @@ __global__ void __launch_bounds__(kT) swishForwardKernel(T const* __restrict__ x
     constexpr bool kPACK_LOOKUP = kMODE == Mode::kLAST_VEC || kMODE == Mode::kUNIFORM_VEC;
     constexpr bool kN32 = kNARROW && kPACK_LOOKUP && kPPT == 2;
     // Packs computed even past the end and packs computed only within it: one pack a thread, and two in the modes
-    // that look up packs or hold a fixed bias, measured faster unguarded (kLAST_FIXED: 3 of 4 rows, one 0.9 % slower);
-    // the other two-pack kernels guarded (kSPAN2's and kSCALAR's did not gain unguarded: performance notes). Only the
-    // store checks the bound.
+    // that look up packs or hold a fixed bias, measured faster unguarded; the other two-pack kernels guarded (kSPAN2's
+    // and kSCALAR's did not gain unguarded: performance notes). Only the store checks the bound.
     constexpr bool kLOADS_GUARDED = kPPT > 1 && !fwdBiasPerPack(kMODE);
     constexpr bool kMATH_UNGUARDED = kPPT == 1 || kPACK_LOOKUP || kMODE == Mode::kLAST_FIXED;
     P in[kPPT];

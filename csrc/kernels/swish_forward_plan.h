@@ -112,9 +112,9 @@ inline FwdLaunch fwdLaunch(DType dtype, FwdMode mode, int vec, int64_t nPacks, F
 }
 
 //! Whether the 16-byte x loads of a tensor of xBytes bypass L1 (ld.global.nc.L1::no_allocate) on a device with
-//! l2Bytes of L2: faster while x takes more than two fifths and at most two thirds of L2; below, 5-17 % slower on an
-//! H100 at 17-19 MiB of its 50 (level at 20, 6-9 % faster at 21-24), 1 % faster on an H200 at 18.5 MiB; slower once x
-//! streams from DRAM (performance notes, runs l2, b1-b5, F9).
+//! l2Bytes of L2: faster while x takes more than two fifths and at most two thirds of L2; below, the plain load,
+//! which keeps x in L2 from call to call, is about as fast or faster; slower once x streams from DRAM (performance
+//! notes, runs l2, b1-b5, F9).
 TORCHTRT_SWISH_HOST_DEVICE constexpr bool fwdSkipsL1(int64_t xBytes, int64_t l2Bytes)
 {
     return xBytes > l2Bytes / 5 * 2 && !fwdStreams(xBytes, l2Bytes);
